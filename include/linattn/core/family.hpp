@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Transition-family tags and the `rule` concept. A rule names its family; the forms dispatch
+/// on the family to pick an algorithm, so a new rule in a known family needs no new kernel.
+#pragma once
+
+#include <concepts>
+#include <type_traits>
+
+namespace linattn {
+
+/// S_t = decay_t(S_{t-1}) + v_t k_t^T: Hebbian, scalar decay, vector (per-key) decay.
+struct additive_family {};
+/// S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T: the delta-rule family.
+struct householder_family {};
+/// Nonlinear inner model trained by mini-batch gradient descent (TTT).
+struct ttt_family {};
+
+/// How a rule forgets: not at all, by one log gate per token and head, or by one per key dim.
+enum class decay_kind { none, scalar, vector };
+
+/// A rule: a policy struct with a name, a family tag and an `inputs<T>` aggregate.
+template <class R>
+concept rule = requires {
+  typename R::family;
+  { R::name } -> std::convertible_to<const char*>;
+  typename R::template inputs<float>;
+};
+
+/// Rules of the additive family also say how they decay.
+template <class R>
+concept additive_rule = rule<R> && std::same_as<typename R::family, additive_family> &&
+                        requires {
+                          { R::decay } -> std::convertible_to<decay_kind>;
+                        };
+
+/// State and accumulation type for an input scalar type (fp32 state for float, fp64 for
+/// double; reduced-precision CUDA inputs map to float in the CUDA backend).
+template <class T>
+struct state_type {
+  using type = T;
+};
+template <class T>
+using state_t = typename state_type<T>::type;
+
+namespace detail {
+/// Lets a primary template fail with a readable static_assert only when instantiated.
+template <class>
+inline constexpr bool always_false = false;
+}  // namespace detail
+
+}  // namespace linattn

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Per-call options shared by every form: scale, chunk size, state in/out, packed batches,
+/// threads and the optional input scan.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "config.hpp"
+#include "tensor_view.hpp"
+
+namespace linattn {
+
+/// Offsets of a packed variable-length batch (`N + 1` entries, `0 = o_0 <= ... <= o_N = T`).
+/// Accepts 32- or 64-bit integer views, so framework tensors of either type work without copies.
+class seqlens_view {
+ public:
+  constexpr seqlens_view() = default;
+  constexpr seqlens_view(tensor_view<const std::int64_t, 1> v)  // NOLINT(google-explicit-constructor)
+      : p64_(v.data()), size_(v.extent(0)), stride_(v.stride(0)), given_(v.given()) {}
+  constexpr seqlens_view(tensor_view<const std::int32_t, 1> v)  // NOLINT(google-explicit-constructor)
+      : p32_(v.data()), size_(v.extent(0)), stride_(v.stride(0)), given_(v.given()) {}
+  constexpr seqlens_view(tensor_view<std::int64_t, 1> v)  // NOLINT(google-explicit-constructor)
+      : seqlens_view(tensor_view<const std::int64_t, 1>(v)) {}
+  constexpr seqlens_view(tensor_view<std::int32_t, 1> v)  // NOLINT(google-explicit-constructor)
+      : seqlens_view(tensor_view<const std::int32_t, 1>(v)) {}
+
+  constexpr bool given() const { return given_; }
+  constexpr bool null() const { return p64_ == nullptr && p32_ == nullptr; }
+  constexpr index_t size() const { return size_; }
+  constexpr index_t operator[](index_t i) const {
+    return p64_ ? static_cast<index_t>(p64_[i * stride_]) : static_cast<index_t>(p32_[i * stride_]);
+  }
+
+ private:
+  const std::int64_t* p64_ = nullptr;
+  const std::int32_t* p32_ = nullptr;
+  index_t size_ = 0;
+  index_t stride_ = 1;
+  bool given_ = false;
+};
+
+/// Options of a call. `Real` is the state type: `float` for float inputs, `double` for double
+/// inputs (`la::options opt;` deduces `float`).
+template <class Real = float>
+struct options {
+  /// Multiplies q. Default (unset): 1/sqrt(K).
+  std::optional<double> scale{};
+  /// Chunk length of the chunkwise forms, 1..256 (the last chunk may be shorter).
+  index_t chunk_size = 64;
+  /// Optional state at the start of every sequence, `[N, HV, K, V]` (this is S^T per head).
+  tensor_view<const Real, 4> initial_state{};
+  /// Optional output: state after every sequence, `[N, HV, K, V]`. May alias initial_state.
+  tensor_view<Real, 4> final_state{};
+  /// Optional packed variable-length batch (requires B == 1); N = size - 1 sequences.
+  seqlens_view cu_seqlens{};
+  /// Threads to use: 0 = all hardware threads. Results do not depend on this.
+  int threads = 0;
+  /// Scan inputs for NaN/Inf and log gates > 0 before computing (costs one pass over inputs).
+  bool check_finite = false;
+};
+
+}  // namespace linattn

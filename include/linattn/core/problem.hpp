@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The validated description of one call: sizes, sequences and the resolved options.
+#pragma once
+
+#include "config.hpp"
+#include "options.hpp"
+
+namespace linattn::detail {
+
+/// Which driver a call goes to; used for messages and form-specific checks.
+enum class form { recurrent, parallel, chunkwise, decode };
+
+inline const char* form_name(form f) {
+  switch (f) {
+    case form::recurrent: return "recurrent_forward";
+    case form::parallel: return "parallel_forward";
+    case form::chunkwise: return "chunkwise_forward";
+    case form::decode: return "decode_step";
+  }
+  return "?";
+}
+
+/// Sizes of a validated call. Sequence n lives in batch row `batch(n)`, tokens
+/// [start(n), start(n) + length(n)).
+struct problem {
+  index_t B = 0, T = 0, H = 0, HV = 0, K = 0, V = 0;
+  index_t N = 0;       // number of sequences (B, or cu_seqlens.size() - 1)
+  index_t group = 1;   // HV / H: value heads per q/k head
+  double scale = 1.0;  // resolved q scale
+  index_t chunk = 64;  // chunk size (chunkwise form)
+  int threads = 1;     // resolved thread count (>= 1)
+  seqlens_view cu;     // given only for packed batches
+
+  index_t batch(index_t n) const { return cu.given() ? 0 : n; }
+  index_t start(index_t n) const { return cu.given() ? cu[n] : 0; }
+  index_t length(index_t n) const { return cu.given() ? cu[n + 1] - cu[n] : T; }
+  index_t max_length() const {
+    if (!cu.given()) return T;
+    index_t m = 0;
+    for (index_t n = 0; n < N; ++n) m = length(n) > m ? length(n) : m;
+    return m;
+  }
+  /// q/k head read by value head hv (grouped value heads).
+  index_t qk_head(index_t hv) const { return hv / group; }
+};
+
+}  // namespace linattn::detail

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The additive family (Hebbian, scalar and vector decay) over one span of tokens of one
+/// (sequence, value head): the chunk of the chunkwise form, or the whole sequence in the
+/// parallel form (MATH.md §1, §2.1, §2.2). Outputs are produced in row tiles of `tile` rows:
+///
+///   O_[tile] = (Q ⊙ exp(b)) H + P[tile, 0:r1] V[0:r1]       H = state at span start
+///   H       <- decay(b_n) H + (K ⊙ exp(b_n - b))^T V        state after the span
+///
+/// with b the span-local inclusive cumsum of the log gates. Every exponent is <= 0: decayed
+/// scores split at a pivot row e between query and key (exp(b_r - b_c) =
+/// exp(b_r - b_e) exp(b_e - b_c) for c <= e < r); vector decay pivots per 64-row tile and per
+/// 16-row sub-block (MATH.md §2.2(b)) and only diagonal 16x16 blocks take elementwise exps.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+#include "eigen_types.hpp"
+#include "token_io.hpp"
+
+namespace linattn::cpu {
+
+/// `A` is the accumulation/state type, `Cum` the type of the log-gate cumsum (A for chunks;
+/// double for the parallel form, whose cumsum spans the whole sequence).
+template <class Rule, class T, class A, class Cum>
+class additive_span {
+ public:
+  using inputs_t = typename Rule::template inputs<T>;
+  static constexpr decay_kind decay = Rule::decay;
+  static constexpr index_t tile = 64;  // output rows per tile; outer pivot block
+  static constexpr index_t sub = 16;   // inner pivot block of vector decay
+
+  additive_span(index_t capacity, index_t K, index_t V)
+      : Q_(capacity, K), K_(capacity, K), V_(capacity, V),
+        P_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V) {
+    if constexpr (decay != decay_kind::none) {
+      Qs_.resize(std::min(tile, capacity), K);
+      Kf_.resize(capacity, K);
+    }
+    if constexpr (decay == decay_kind::scalar) {
+      b_.resize(capacity, 1);
+      cf_.resize(capacity);
+    }
+    if constexpr (decay == decay_kind::vector) {
+      b_.resize(capacity, K);
+      Kt_.resize(capacity, K);
+      Ks_.resize(capacity, K);
+      f_.resize(K);
+    }
+  }
+
+  /// Loads tokens [t0, t0 + n) of batch row `b`: q/k of head hq (q times scale), v and
+  /// gates of value head hv.
+  void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
+    n_ = n;
+    load_rows(in.q, b, t0, hq, n, Q_, scale);
+    load_rows(in.k, b, t0, hq, n, K_, A(1));
+    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    if constexpr (decay == decay_kind::scalar) {
+      Cum run = 0;
+      for (index_t r = 0; r < n; ++r) b_(r, 0) = run += static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv));
+    }
+    if constexpr (decay == decay_kind::vector) {
+      const index_t K = K_.cols();
+      for (index_t r = 0; r < n; ++r)
+        for (index_t d = 0; d < K; ++d)
+          b_(r, d) = (r ? b_(r - 1, d) : Cum(0)) + static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv, d));
+      // Keys pre-decayed to the last row of their 64-block (Kt_) and 16-block (Ks_).
+      for (index_t i = 0; i < n; ++i) {
+        const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
+        const index_t ps = std::min(i / sub * sub + sub - 1, n - 1);
+        for (index_t d = 0; d < K; ++d) {
+          Kt_(i, d) = K_(i, d) * ex(b_(pt, d) - b_(i, d));
+          Ks_(i, d) = K_(i, d) * ex(b_(ps, d) - b_(i, d));
+        }
+      }
+    }
+  }
+
+  /// Writes the span's outputs to out(b, t0 + r, hv, :), given the state H at span start.
+  void emit(const mat<A>& H, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hv) {
+    for (index_t r0 = 0; r0 < n_; r0 += tile) {
+      const index_t r1 = std::min(r0 + tile, n_), m = r1 - r0;
+      scores(r0, r1);
+      auto O = O_.topRows(m);
+      if constexpr (decay == decay_kind::none) {
+        O.noalias() = Q_.middleRows(r0, m) * H;
+      } else {
+        for (index_t i = 0; i < m; ++i)
+          for (index_t d = 0; d < Q_.cols(); ++d) Qs_(i, d) = Q_(r0 + i, d) * ex(gate(r0 + i, d));
+        O.noalias() = Qs_.topRows(m) * H;
+      }
+      O.noalias() += P_.topLeftCorner(m, r1) * V_.topRows(r1);
+      store_rows(out, b, t0 + r0, hv, m, O);
+    }
+  }
+
+  /// H <- state after the span.
+  void advance(mat<A>& H) {
+    const index_t n = n_;
+    if (n == 0) return;
+    if constexpr (decay == decay_kind::none) {
+      H.noalias() += K_.topRows(n).transpose() * V_.topRows(n);
+    } else {
+      for (index_t i = 0; i < n; ++i)
+        for (index_t d = 0; d < K_.cols(); ++d) Kf_(i, d) = K_(i, d) * ex(gate(n - 1, d) - gate(i, d));
+      if constexpr (decay == decay_kind::scalar) H *= ex(b_(n - 1, 0));
+      else
+        for (index_t d = 0; d < H.rows(); ++d) H.row(d) *= ex(b_(n - 1, d));
+      H.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
+    }
+  }
+
+ private:
+  static A ex(Cum x) { return std::exp(static_cast<A>(x)); }
+
+  /// Cumulative log gate of row r for key dimension d (scalar decay ignores d).
+  Cum gate(index_t r, index_t d) const {
+    if constexpr (decay == decay_kind::vector) return b_(r, d);
+    else return b_(r, 0);
+  }
+
+  /// P[0:m, 0:r1] = causal decayed scores of rows [r0, r1) against keys [0, r1).
+  void scores(index_t r0, index_t r1) {
+    const index_t m = r1 - r0;
+    auto P = P_.topLeftCorner(m, r1);
+    if constexpr (decay == decay_kind::vector) {
+      vector_scores(r0, r1);
+    } else {
+      P.noalias() = Q_.middleRows(r0, m) * K_.topRows(r1).transpose();
+      if constexpr (decay == decay_kind::scalar)
+        for (index_t c = 0; c < r0; ++c) cf_(c) = ex(b_(r0 - 1, 0) - b_(c, 0));
+      for (index_t i = 0; i < m; ++i) {
+        const index_t r = r0 + i;
+        if constexpr (decay == decay_kind::scalar) {
+          if (r0 > 0) {
+            const A fr = ex(b_(r, 0) - b_(r0 - 1, 0));
+            for (index_t c = 0; c < r0; ++c) P(i, c) *= fr * cf_(c);
+          }
+          for (index_t c = r0; c <= r; ++c) P(i, c) *= ex(b_(r, 0) - b_(c, 0));
+        }
+        for (index_t c = r + 1; c < r1; ++c) P(i, c) = A(0);
+      }
+    }
+  }
+
+  /// Rows [a0, a1) against keys [c0, a0) through the pivot e = a0 - 1: queries decayed to e,
+  /// keys (pre-decayed to their block's last row in Kpre, block size bs) decayed on to e.
+  void pivot_block(index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre, index_t bs) {
+    const index_t e = a0 - 1, K = K_.cols(), ma = a1 - a0;
+    for (index_t i = 0; i < ma; ++i)
+      for (index_t d = 0; d < K; ++d) Qs_(i, d) = Q_(a0 + i, d) * ex(b_(a0 + i, d) - b_(e, d));
+    for (index_t j = c0; j < a0; j += bs) {
+      const index_t p = j + bs - 1;  // blocks before a0 are full
+      for (index_t d = 0; d < K; ++d) f_(d) = ex(b_(e, d) - b_(p, d));
+      for (index_t i = j; i < j + bs; ++i) Kf_.row(i) = Kpre.row(i).cwiseProduct(f_);
+    }
+    P_.block(a0 - r0, c0, ma, a0 - c0).noalias() =
+        Qs_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
+  }
+
+  void vector_scores(index_t r0, index_t r1) {
+    const index_t K = K_.cols();
+    if (r0 > 0) pivot_block(r0, r1, 0, r0, Kt_, tile);
+    for (index_t a0 = r0; a0 < r1; a0 += sub) {
+      const index_t a1 = std::min(a0 + sub, r1);
+      if (a0 > r0) pivot_block(a0, a1, r0, r0, Ks_, sub);
+      for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
+        for (index_t c = a0; c <= i; ++c) {
+          A s = 0;
+          for (index_t d = 0; d < K; ++d) s += Q_(i, d) * K_(c, d) * ex(b_(i, d) - b_(c, d));
+          P_(i - r0, c) = s;
+        }
+        for (index_t c = i + 1; c < r1; ++c) P_(i - r0, c) = A(0);
+      }
+    }
+  }
+
+  index_t n_ = 0;
+  mat<A> Q_, K_, V_;  // [cap, K], [cap, K], [cap, V]   q already scaled
+  mat<A> P_, O_;      // [tile, cap], [tile, V]
+  mat<A> Qs_, Kf_;    // [tile, K], [cap, K]           decayed copies
+  mat<A> Kt_, Ks_;    // [cap, K]                       keys decayed to their 64/16-block pivot
+  mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
+  col_vec<A> cf_;     // [cap]                          scalar column factors
+  row_vec<A> f_;      // [K]                            per-dimension pivot factor
+};
+
+}  // namespace linattn::cpu

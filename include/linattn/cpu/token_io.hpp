@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Moves data between caller views (any strides) and the CPU workspaces: token rows of one
+/// head in, output rows out, and the per-head state.
+#pragma once
+
+#include "../core/tensor_view.hpp"
+#include "eigen_types.hpp"
+
+namespace linattn::cpu {
+
+/// dst row r = factor * x(b, t0 + r, head, :) for r in [0, rows).   x: [B, T, heads, D]
+template <class T, class Dst, class A>
+void load_rows(const tensor_view<const T, 4>& x, index_t b, index_t t0, index_t head, index_t rows,
+               Dst& dst, A factor) {
+  const index_t D = x.extent(3), sd = x.stride(3);
+  for (index_t r = 0; r < rows; ++r) {
+    const T* src = &x(b, t0 + r, head, 0);
+    for (index_t d = 0; d < D; ++d) dst(r, d) = factor * static_cast<A>(src[d * sd]);
+  }
+}
+
+/// out(b, t0 + r, head, :) = src row r for r in [0, rows).   out: [B, T, HV, V]
+template <class T, class Src>
+void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t head, index_t rows,
+                const Src& src) {
+  const index_t D = out.extent(3), sd = out.stride(3);
+  for (index_t r = 0; r < rows; ++r) {
+    T* dst = &out(b, t0 + r, head, 0);
+    for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(src(r, d));
+  }
+}
+
+/// H = state(n, hv, :, :) ([K, V]), or zero when the state view is not given.
+template <class S, class A>
+void load_state(const tensor_view<S, 4>& state, index_t n, index_t hv, mat<A>& H) {
+  if (!state.given()) {
+    H.setZero();
+    return;
+  }
+  for (index_t i = 0; i < H.rows(); ++i)
+    for (index_t j = 0; j < H.cols(); ++j) H(i, j) = static_cast<A>(state(n, hv, i, j));
+}
+
+/// state(n, hv, :, :) = H, when the state view is given.
+template <class S, class A>
+void store_state(const tensor_view<S, 4>& state, index_t n, index_t hv, const mat<A>& H) {
+  if (!state.given()) return;
+  for (index_t i = 0; i < H.rows(); ++i)
+    for (index_t j = 0; j < H.cols(); ++j) state(n, hv, i, j) = static_cast<S>(H(i, j));
+}
+
+}  // namespace linattn::cpu

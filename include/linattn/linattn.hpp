@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Umbrella header of the CPU library: views, options, errors, every rule and every form.
+/// (The CUDA backend lives in <linattn/cuda.cuh> and is never included from here.)
+#pragma once
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/family.hpp"
+#include "core/options.hpp"
+#include "core/tensor_view.hpp"
+#include "forms/chunkwise.hpp"
+#include "forms/decode.hpp"
+#include "forms/parallel.hpp"
+#include "forms/recurrent.hpp"
+#include "rules/hebbian.hpp"
+#include "rules/scalar_decay.hpp"
+#include "rules/vector_decay.hpp"

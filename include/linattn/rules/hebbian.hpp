@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Hebbian rule (vanilla linear attention), MATH.md §1: S_t = S_{t-1} + v_t k_t^T, o_t = S_t q_t.
+#pragma once
+
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+
+namespace linattn {
+
+struct Hebbian {
+  static constexpr const char* name = "Hebbian";
+  using family = additive_family;
+  static constexpr decay_kind decay = decay_kind::none;
+
+  template <class T>
+  struct inputs {
+    tensor_view<const T, 4> q;  // [B, T, H, K]
+    tensor_view<const T, 4> k;  // [B, T, H, K]
+    tensor_view<const T, 4> v;  // [B, T, HV, V]
+  };
+
+  /// Rule-specific inputs beyond q, k, v: none.
+  template <class T, class Check>
+  static void check_inputs(const inputs<T>&, Check&) {}
+};
+
+}  // namespace linattn

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Scalar decay (RetNet, Lightning, Mamba-2, mLSTM without normaliser), MATH.md §2.1:
+/// S_t = exp(g_t) S_{t-1} + v_t k_t^T. A constant per-head gate is a stride-0 view of g.
+#pragma once
+
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+
+namespace linattn {
+
+struct ScalarDecay {
+  static constexpr const char* name = "ScalarDecay";
+  using family = additive_family;
+  static constexpr decay_kind decay = decay_kind::scalar;
+
+  template <class T>
+  struct inputs {
+    tensor_view<const T, 4> q;  // [B, T, H, K]
+    tensor_view<const T, 4> k;  // [B, T, H, K]
+    tensor_view<const T, 4> v;  // [B, T, HV, V]
+    tensor_view<const T, 3> g;  // [B, T, HV] log gate, <= 0
+  };
+
+  template <class T, class Check>
+  static void check_inputs(const inputs<T>& in, Check& c) {
+    c.per_token("g", in.g, /*log_gate=*/true);
+  }
+
+  /// Log-decay of token t of batch row b for value head hv.
+  template <class T>
+  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
+    return in.g(b, t, hv);
+  }
+};
+
+}  // namespace linattn

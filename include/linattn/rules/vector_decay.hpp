@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Per-key vector decay (GLA, RWKV-6 without bonus, HGRN-2), MATH.md §2.2:
+/// S_t = S_{t-1} diag(exp(g_t)) + v_t k_t^T.
+#pragma once
+
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+
+namespace linattn {
+
+struct VectorDecay {
+  static constexpr const char* name = "VectorDecay";
+  using family = additive_family;
+  static constexpr decay_kind decay = decay_kind::vector;
+
+  template <class T>
+  struct inputs {
+    tensor_view<const T, 4> q;  // [B, T, H, K]
+    tensor_view<const T, 4> k;  // [B, T, H, K]
+    tensor_view<const T, 4> v;  // [B, T, HV, V]
+    tensor_view<const T, 4> g;  // [B, T, HV, K] log gate per key dimension, <= 0
+  };
+
+  template <class T, class Check>
+  static void check_inputs(const inputs<T>& in, Check& c) {
+    c.per_key("g", in.g, /*log_gate=*/true);
+  }
+
+  /// Log-decay of key dimension d at token t of batch row b for value head hv.
+  template <class T>
+  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv,
+                                        index_t d) {
+    return in.g(b, t, hv, d);
+  }
+};
+
+}  // namespace linattn

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The float64 oracle: the recurrences of MATH.md written out directly, one token at a time,
+/// with plain loops and the natural orientation S [V x K] (o_t = S_t q_t). Shares no code with
+/// the library.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace ref {
+
+/// Sizes of a test problem. Layouts are the library's: q, k [B, T, H, K]; v, o [B, T, HV, V];
+/// scalar gates [B, T, HV]; vector gates [B, T, HV, K]; states [N, HV, K, V] (= S^T).
+struct dims {
+  int B = 1, T = 1, H = 1, HV = 1, K = 1, V = 1;
+};
+
+enum class decay { none, scalar, vector };
+
+/// All inputs of a call in float64. `g` follows `decay`; `s0` is empty (zero start) or
+/// [N, HV, K, V]; `cu` is empty or the N + 1 offsets of a packed batch (then B == 1).
+struct problem {
+  dims d;
+  decay kind = decay::none;
+  double scale = 1.0;
+  std::vector<double> q, k, v, g, s0;
+  std::vector<std::int64_t> cu;
+
+  int sequences() const { return cu.empty() ? d.B : static_cast<int>(cu.size()) - 1; }
+  std::size_t qk_at(int b, int t, int h, int i) const { return ((std::size_t(b) * d.T + t) * d.H + h) * d.K + i; }
+  std::size_t v_at(int b, int t, int hv, int j) const { return ((std::size_t(b) * d.T + t) * d.HV + hv) * d.V + j; }
+  std::size_t tok_at(int b, int t, int hv) const { return (std::size_t(b) * d.T + t) * d.HV + hv; }
+  std::size_t s_at(int n, int hv, int i, int j) const { return ((std::size_t(n) * d.HV + hv) * d.K + i) * d.V + j; }
+};
+
+struct result {
+  std::vector<double> o;  // [B, T, HV, V]
+  std::vector<double> s;  // [N, HV, K, V]
+};
+
+/// Additive family, MATH.md §1, §2.1, §2.2: S_t = decay_t(S_{t-1}) + v_t k_t^T; o_t = S_t q_t.
+inline result additive(const problem& p) {
+  const dims& d = p.d;
+  const int N = p.sequences();
+  result r;
+  r.o.assign(std::size_t(d.B) * d.T * d.HV * d.V, 0.0);
+  r.s.assign(std::size_t(N) * d.HV * d.K * d.V, 0.0);
+  std::vector<double> S(std::size_t(d.V) * d.K);  // S[j * K + i] = S_{j,i}
+  for (int n = 0; n < N; ++n) {
+    const int b = p.cu.empty() ? n : 0;
+    const int t0 = p.cu.empty() ? 0 : int(p.cu[n]);
+    const int t1 = p.cu.empty() ? d.T : int(p.cu[n + 1]);
+    for (int hv = 0; hv < d.HV; ++hv) {
+      const int h = hv / (d.HV / d.H);
+      for (int j = 0; j < d.V; ++j)
+        for (int i = 0; i < d.K; ++i) S[j * d.K + i] = p.s0.empty() ? 0.0 : p.s0[p.s_at(n, hv, i, j)];
+      for (int t = t0; t < t1; ++t) {
+        for (int j = 0; j < d.V; ++j)
+          for (int i = 0; i < d.K; ++i) {
+            double decay = 1.0;
+            if (p.kind == decay::scalar) decay = std::exp(p.g[p.tok_at(b, t, hv)]);
+            if (p.kind == decay::vector) decay = std::exp(p.g[p.tok_at(b, t, hv) * d.K + i]);
+            S[j * d.K + i] = decay * S[j * d.K + i] + p.v[p.v_at(b, t, hv, j)] * p.k[p.qk_at(b, t, h, i)];
+          }
+        for (int j = 0; j < d.V; ++j) {
+          double o = 0;
+          for (int i = 0; i < d.K; ++i) o += S[j * d.K + i] * p.scale * p.q[p.qk_at(b, t, h, i)];
+          r.o[p.v_at(b, t, hv, j)] = o;
+        }
+      }
+      for (int j = 0; j < d.V; ++j)
+        for (int i = 0; i < d.K; ++i) r.s[p.s_at(n, hv, i, j)] = S[j * d.K + i];
+    }
+  }
+  return r;
+}
+
+}  // namespace ref
