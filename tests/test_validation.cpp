@@ -201,6 +201,13 @@ TEST_CASE("outputs must not overlap inputs, states or themselves", "[validation]
                  {"'out' overlaps input 'v'"});
     CHECK(shared == before);
   }
+  {  // out written over the gates' memory
+    std::vector<float> shared(B * T * HV * V, -0.5f);
+    auto in2 = in;
+    in2.g = la::view(shared.data(), B, T, HV);
+    expect_error(d, [&] { la::recurrent_forward<la::ScalarDecay>(in2, la::view(shared.data(), B, T, HV, V), d.opts()); },
+                 {"'out' overlaps input 'g'"});
+  }
   expect_error(d, [&] {
     la::chunkwise_forward<la::ScalarDecay>(in, la::view(d.o.data(), {B, T, HV, V}, {T * HV * V, HV * V, 0, 1}), d.opts());
   }, {"'out' has strides [108, 12, 0, 1]", "share memory"});

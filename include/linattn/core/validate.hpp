@@ -44,11 +44,16 @@ std::pair<std::uintptr_t, std::uintptr_t> byte_range(const tensor_view<T, R>& v)
   return {base + static_cast<std::uintptr_t>(lo * sz), base + static_cast<std::uintptr_t>((hi + 1) * sz)};
 }
 
-template <class A, int RA, class B, int RB>
-bool overlaps(const tensor_view<A, RA>& a, const tensor_view<B, RB>& b) {
-  const auto ra = byte_range(a), rb = byte_range(b);
+using address_range = std::pair<std::uintptr_t, std::uintptr_t>;
+
+inline bool overlaps(const address_range& ra, const address_range& rb) {
   if (ra.first == ra.second || rb.first == rb.second) return false;
   return ra.first < rb.second && rb.first < ra.second;
+}
+
+template <class A, int RA, class B, int RB>
+bool overlaps(const tensor_view<A, RA>& a, const tensor_view<B, RB>& b) {
+  return overlaps(byte_range(a), byte_range(b));
 }
 
 /// True when no two index tuples of the view address the same element (outputs need this).
@@ -112,11 +117,13 @@ class call_checker {
   /// A per-token scalar input of shape [B, T, HV] (g, beta, delta, eta, ...).
   void per_token(const char* name, const tensor_view<const T, 3>& x, bool log_gate) {
     expect_shape(name, x, std::array<index_t, 3>{p_.B, p_.T, p_.HV}, "[B, T, HV]");
+    extra_inputs_.push_back({name, byte_range(x)});
     scans_.push_back([this, name, x, log_gate] { scan(name, x, log_gate); });
   }
   /// A per-token, per-key input of shape [B, T, HV, K] (vector gates).
   void per_key(const char* name, const tensor_view<const T, 4>& x, bool log_gate) {
     expect_shape(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
+    extra_inputs_.push_back({name, byte_range(x)});
     scans_.push_back([this, name, x, log_gate] { scan(name, x, log_gate); });
   }
 
@@ -164,6 +171,8 @@ class call_checker {
     if (overlaps(out, in_.q)) fail("out", "overlaps input 'q'");
     if (overlaps(out, in_.k)) fail("out", "overlaps input 'k'");
     if (overlaps(out, in_.v)) fail("out", "overlaps input 'v'");
+    for (const auto& [name, range] : extra_inputs_)
+      if (overlaps(byte_range(out), range)) fail("out", std::string("overlaps input '") + name + "'");
     out_ = out;
   }
 
@@ -201,6 +210,8 @@ class call_checker {
   void check_state_view(const char* name, const S& s) {
     expect_shape(name, s, state_shape(), "[N, HV, K, V]");
     if (overlaps(s, in_.q) || overlaps(s, in_.k) || overlaps(s, in_.v)) fail(name, "overlaps an input (q, k or v)");
+    for (const auto& [input, range] : extra_inputs_)
+      if (overlaps(byte_range(s), range)) fail(name, std::string("overlaps input '") + input + "'");
     if (overlaps(s, out_)) fail(name, "overlaps 'out'");
   }
 
@@ -249,6 +260,7 @@ class call_checker {
   problem p_;
   tensor_view<T, 4> out_;
   std::vector<std::function<void()>> scans_;
+  std::vector<std::pair<const char*, address_range>> extra_inputs_;  // rule inputs beyond q, k, v
 };
 
 }  // namespace linattn::detail

@@ -72,10 +72,8 @@ class additive_span {
       for (index_t i = 0; i < n; ++i) {
         const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
         const index_t ps = std::min(i / sub * sub + sub - 1, n - 1);
-        for (index_t d = 0; d < K; ++d) {
-          Kt_(i, d) = K_(i, d) * ex(b_(pt, d) - b_(i, d));
-          Ks_(i, d) = K_(i, d) * ex(b_(ps, d) - b_(i, d));
-        }
+        Kt_.row(i) = K_.row(i).cwiseProduct(ex(b_.row(pt) - b_.row(i)));
+        Ks_.row(i) = K_.row(i).cwiseProduct(ex(b_.row(ps) - b_.row(i)));
       }
     }
   }
@@ -89,8 +87,10 @@ class additive_span {
       if constexpr (decay == decay_kind::none) {
         O.noalias() = Q_.middleRows(r0, m) * H;
       } else {
-        for (index_t i = 0; i < m; ++i)
-          for (index_t d = 0; d < Q_.cols(); ++d) Qs_(i, d) = Q_(r0 + i, d) * ex(gate(r0 + i, d));
+        if constexpr (decay == decay_kind::scalar)
+          Qs_.topRows(m).noalias() = ex(b_.middleRows(r0, m)).asDiagonal() * Q_.middleRows(r0, m);
+        else
+          Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
         O.noalias() = Qs_.topRows(m) * H;
       }
       O.noalias() += P_.topLeftCorner(m, r1) * V_.topRows(r1);
@@ -105,22 +105,25 @@ class additive_span {
     if constexpr (decay == decay_kind::none) {
       H.noalias() += K_.topRows(n).transpose() * V_.topRows(n);
     } else {
-      for (index_t i = 0; i < n; ++i)
-        for (index_t d = 0; d < K_.cols(); ++d) Kf_(i, d) = K_(i, d) * ex(gate(n - 1, d) - gate(i, d));
-      if constexpr (decay == decay_kind::scalar) H *= ex(b_(n - 1, 0));
-      else
-        for (index_t d = 0; d < H.rows(); ++d) H.row(d) *= ex(b_(n - 1, d));
+      // Kf = K ⊙ exp(b_n - b): each write decayed to the end of the span.
+      const auto to_end = ex((-b_.topRows(n)).rowwise() + b_.row(n - 1));
+      if constexpr (decay == decay_kind::scalar) {
+        Kf_.topRows(n).noalias() = to_end.asDiagonal() * K_.topRows(n);
+        H *= std::exp(static_cast<A>(b_(n - 1, 0)));
+      } else {
+        Kf_.topRows(n) = K_.topRows(n).cwiseProduct(to_end);
+        H = ex(b_.row(n - 1)).asDiagonal() * H;
+      }
       H.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
     }
   }
 
  private:
+  /// exp of a (non-positive) log-gate expression, evaluated in the accumulation type.
   static A ex(Cum x) { return std::exp(static_cast<A>(x)); }
-
-  /// Cumulative log gate of row r for key dimension d (scalar decay ignores d).
-  Cum gate(index_t r, index_t d) const {
-    if constexpr (decay == decay_kind::vector) return b_(r, d);
-    else return b_(r, 0);
+  template <class E>
+  static auto ex(const Eigen::DenseBase<E>& x) {
+    return x.derived().template cast<A>().array().exp().matrix();
   }
 
   /// P[0:m, 0:r1] = causal decayed scores of rows [r0, r1) against keys [0, r1).
@@ -132,17 +135,16 @@ class additive_span {
     } else {
       P.noalias() = Q_.middleRows(r0, m) * K_.topRows(r1).transpose();
       if constexpr (decay == decay_kind::scalar)
-        for (index_t c = 0; c < r0; ++c) cf_(c) = ex(b_(r0 - 1, 0) - b_(c, 0));
+        if (r0 > 0) cf_.head(r0) = ex((-b_.col(0).head(r0)).array() + b_(r0 - 1, 0));
       for (index_t i = 0; i < m; ++i) {
         const index_t r = r0 + i;
         if constexpr (decay == decay_kind::scalar) {
-          if (r0 > 0) {
-            const A fr = ex(b_(r, 0) - b_(r0 - 1, 0));
-            for (index_t c = 0; c < r0; ++c) P(i, c) *= fr * cf_(c);
-          }
-          for (index_t c = r0; c <= r; ++c) P(i, c) *= ex(b_(r, 0) - b_(c, 0));
+          // Columns before the tile: exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), e = r0 - 1.
+          if (r0 > 0) P.row(i).head(r0).array() *= ex(b_(r, 0) - b_(r0 - 1, 0)) * cf_.head(r0).transpose().array();
+          const index_t w = r - r0 + 1;
+          P.row(i).segment(r0, w).array() *= ex((-b_.col(0).segment(r0, w)).array() + b_(r, 0)).transpose().array();
         }
-        for (index_t c = r + 1; c < r1; ++c) P(i, c) = A(0);
+        P.row(i).segment(r + 1, r1 - r - 1).setZero();
       }
     }
   }
@@ -150,31 +152,26 @@ class additive_span {
   /// Rows [a0, a1) against keys [c0, a0) through the pivot e = a0 - 1: queries decayed to e,
   /// keys (pre-decayed to their block's last row in Kpre, block size bs) decayed on to e.
   void pivot_block(index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre, index_t bs) {
-    const index_t e = a0 - 1, K = K_.cols(), ma = a1 - a0;
-    for (index_t i = 0; i < ma; ++i)
-      for (index_t d = 0; d < K; ++d) Qs_(i, d) = Q_(a0 + i, d) * ex(b_(a0 + i, d) - b_(e, d));
+    const index_t e = a0 - 1, ma = a1 - a0;
+    Qs_.topRows(ma) = Q_.middleRows(a0, ma).cwiseProduct(ex(b_.middleRows(a0, ma).rowwise() - b_.row(e)));
     for (index_t j = c0; j < a0; j += bs) {
       const index_t p = j + bs - 1;  // blocks before a0 are full
-      for (index_t d = 0; d < K; ++d) f_(d) = ex(b_(e, d) - b_(p, d));
-      for (index_t i = j; i < j + bs; ++i) Kf_.row(i) = Kpre.row(i).cwiseProduct(f_);
+      f_ = ex(b_.row(e) - b_.row(p));
+      Kf_.middleRows(j, bs).noalias() = Kpre.middleRows(j, bs) * f_.asDiagonal();
     }
     P_.block(a0 - r0, c0, ma, a0 - c0).noalias() =
         Qs_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
   }
 
   void vector_scores(index_t r0, index_t r1) {
-    const index_t K = K_.cols();
     if (r0 > 0) pivot_block(r0, r1, 0, r0, Kt_, tile);
     for (index_t a0 = r0; a0 < r1; a0 += sub) {
       const index_t a1 = std::min(a0 + sub, r1);
       if (a0 > r0) pivot_block(a0, a1, r0, r0, Ks_, sub);
       for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
-        for (index_t c = a0; c <= i; ++c) {
-          A s = 0;
-          for (index_t d = 0; d < K; ++d) s += Q_(i, d) * K_(c, d) * ex(b_(i, d) - b_(c, d));
-          P_(i - r0, c) = s;
-        }
-        for (index_t c = i + 1; c < r1; ++c) P_(i - r0, c) = A(0);
+        for (index_t c = a0; c <= i; ++c)
+          P_(i - r0, c) = Q_.row(i).cwiseProduct(K_.row(c)).cwiseProduct(ex(b_.row(i) - b_.row(c))).sum();
+        P_.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
       }
     }
   }

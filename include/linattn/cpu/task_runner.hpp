@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../core/problem.hpp"
+#include "denormals.hpp"
 #include "thread_pool.hpp"
 
 namespace linattn::cpu {
@@ -24,6 +25,7 @@ void for_each_head(const detail::problem& p, Make&& make, Task&& task) {
   workers.reserve(static_cast<std::size_t>(slots));
   for (int s = 0; s < slots; ++s) workers.push_back(make());
   detail::parallel_for(tasks, slots, [&](index_t i, int slot) {
+    const flush_denormals ftz;
     task(workers[static_cast<std::size_t>(slot)], i / p.HV, i % p.HV);
   });
 }

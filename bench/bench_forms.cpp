@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Recurrent vs parallel vs chunkwise forms of the additive rules (Hebbian, ScalarDecay,
+/// VectorDecay) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
+/// compared within one run. Modes (flags read before Google Benchmark sees the rest):
+///
+///   (none)    main job: B=1 T=4096 H=8 K=V=128 C=64, every rule x form + gemm_1024
+///   --sweep   T in {256, 1024, 4096, 16384}, K=V in {64, 128}, C in {16, 32, 64, 128}, H=4
+///   --smoke   tiny shape, two iterations per row (the ctest `bench_smoke`)
+///
+/// Results go to bench/results/forms.json (sweep: forms_sweep.json) unless --benchmark_out
+/// is given; a summary table is printed at the end.
+
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <vector>
+
+#include <linattn/linattn.hpp>
+
+namespace {
+
+namespace la = linattn;
+using la::index_t;
+
+enum class form { recurrent, parallel, chunkwise };
+
+const char* form_name(form f) {
+  switch (f) {
+    case form::recurrent: return "recurrent";
+    case form::parallel: return "parallel";
+    case form::chunkwise: return "chunkwise";
+  }
+  return "?";
+}
+
+/// Sizes of one row (HV = H, V = K in the main job and sweep) and options::threads.
+struct shape {
+  index_t B = 1, T = 4096, H = 8, K = 128, V = 128, C = 64;
+  int threads = 1;
+};
+
+/// Useful FLOPs of one call, MATH.md §8 per head (L = T), times B*H heads:
+///   recurrent  4 L K V (Hebbian); 5 L K V with a decay (+ L K V to scale the state)
+///   chunkwise  2 L C (K + V) + 4 L K V   (intra-chunk QK^T and PV, plus state read and write)
+///   parallel   L^2 (K + V)               (the causal half of the dense 2 L^2 (K + V))
+/// Exponentials are not counted.
+double useful_flops(form f, bool decays, const shape& s) {
+  const double L = double(s.T), K = double(s.K), V = double(s.V);
+  const double C = double(std::min(s.C, s.T));
+  double per_head = 0;
+  switch (f) {
+    case form::recurrent: per_head = (decays ? 5 : 4) * L * K * V; break;
+    case form::chunkwise: per_head = 2 * L * C * (K + V) + 4 * L * K * V; break;
+    case form::parallel: per_head = L * L * (K + V); break;
+  }
+  return per_head * double(s.B * s.H);
+}
+
+// ---- inputs ------------------------------------------------------------------------------
+
+/// Random inputs of one size, shared by every rule and form of that size.
+struct input_data {
+  shape s;
+  std::vector<float> q, k;      // [B, T, H, K]  q ~ N(0,1), k ~ N(0,1) then L2-normalised
+  std::vector<float> v, out;    // [B, T, H, V]  v ~ N(0,1)
+  std::vector<float> g_scalar;  // [B, T, H]     logsigmoid(N(0,1) + 2) / 16 < 0, mean ~ -0.011
+  std::vector<float> g_vector;  // [B, T, H, K]  same distribution
+};
+
+float log_sigmoid(float x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+
+/// The inputs of shape s; regenerated only when the size changes (rows of one size are
+/// registered next to each other).
+input_data& inputs_for(const shape& s) {
+  static input_data d;
+  const shape& o = d.s;
+  if (!d.q.empty() && o.B == s.B && o.T == s.T && o.H == s.H && o.K == s.K && o.V == s.V) return d;
+  d.s = s;
+  std::mt19937 rng(20240611u);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto fill = [&](std::vector<float>& x, index_t n, auto f) {
+    x.resize(static_cast<std::size_t>(n));
+    for (float& e : x) e = f(normal(rng));
+  };
+  const index_t tokens = s.B * s.T * s.H;
+  const auto same = [](float z) { return z; };
+  const auto gate = [](float z) { return log_sigmoid(z + 2.0f) / 16.0f; };
+  fill(d.q, tokens * s.K, same);
+  fill(d.k, tokens * s.K, same);
+  fill(d.v, tokens * s.V, same);
+  fill(d.g_scalar, tokens, gate);
+  fill(d.g_vector, tokens * s.K, gate);
+  d.out.assign(static_cast<std::size_t>(tokens * s.V), 0.0f);
+  for (index_t i = 0; i < tokens; ++i) {  // unit-norm keys
+    float* k = d.k.data() + i * s.K;
+    float n2 = 0;
+    for (index_t j = 0; j < s.K; ++j) n2 += k[j] * k[j];
+    const float inv = 1.0f / std::sqrt(n2);
+    for (index_t j = 0; j < s.K; ++j) k[j] *= inv;
+  }
+  return d;
+}
+
+template <class Rule>
+typename Rule::template inputs<float> make_inputs(const input_data& d) {
+  const shape& s = d.s;
+  const auto q = la::view(d.q.data(), s.B, s.T, s.H, s.K);  // [B, T, H, K]
+  const auto k = la::view(d.k.data(), s.B, s.T, s.H, s.K);  // [B, T, H, K]
+  const auto v = la::view(d.v.data(), s.B, s.T, s.H, s.V);  // [B, T, H, V]
+  if constexpr (Rule::decay == la::decay_kind::none) {
+    return {.q = q, .k = k, .v = v};
+  } else if constexpr (Rule::decay == la::decay_kind::scalar) {
+    return {.q = q, .k = k, .v = v, .g = la::view(d.g_scalar.data(), s.B, s.T, s.H)};
+  } else {
+    return {.q = q, .k = k, .v = v, .g = la::view(d.g_vector.data(), s.B, s.T, s.H, s.K)};
+  }
+}
+
+template <class Rule>
+void run_form(form f, const typename Rule::template inputs<float>& in, la::tensor_view<float, 4> out,
+              const la::options<float>& opt) {
+  switch (f) {
+    case form::recurrent: la::recurrent_forward<Rule>(in, out, opt); break;
+    case form::parallel: la::parallel_forward<Rule>(in, out, opt); break;
+    case form::chunkwise: la::chunkwise_forward<Rule>(in, out, opt); break;
+  }
+}
+
+// ---- benchmarks --------------------------------------------------------------------------
+
+/// What the summary needs to know about a registered row, by benchmark name.
+struct row_info {
+  std::string rule;  // empty for the GEMM row
+  form f = form::recurrent;
+  shape s;
+  double flops = 0;        // useful FLOPs per iteration
+  bool real_time = false;  // timed by wall clock (threads > 1) rather than the thread's CPU time
+};
+
+std::map<std::string, row_info>& registry() {
+  static std::map<std::string, row_info> rows;
+  return rows;
+}
+
+/// Row names in registration order (the order of the summary tables).
+std::vector<std::string>& order() {
+  static std::vector<std::string> names;
+  return names;
+}
+
+void add_row(const std::string& name, const row_info& info) {
+  registry()[name] = info;
+  order().push_back(name);
+}
+
+/// tokens_per_s (when tokens > 0) and gflops, both per second of the row's time.
+void set_counters(benchmark::State& state, double tokens, double flops) {
+  const double it = double(state.iterations());
+  if (tokens > 0) state.counters["tokens_per_s"] = benchmark::Counter(it * tokens, benchmark::Counter::kIsRate);
+  state.counters["gflops"] = benchmark::Counter(it * flops * 1e-9, benchmark::Counter::kIsRate);
+}
+
+template <class Rule>
+void bench_form(benchmark::State& state, form f, const shape& s, double flops) {
+  input_data& d = inputs_for(s);
+  const auto in = make_inputs<Rule>(d);
+  const auto out = la::view(d.out.data(), s.B, s.T, s.H, s.V);  // [B, T, H, V]
+  la::options<float> opt;
+  opt.chunk_size = s.C;
+  opt.threads = s.threads;
+  std::fill(d.out.begin(), d.out.end(), std::numeric_limits<float>::quiet_NaN());
+  bool failed = false;
+  for (auto _ : state) {
+    try {
+      run_form<Rule>(f, in, out, opt);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      failed = true;
+      break;
+    }
+    benchmark::DoNotOptimize(d.out.data());
+    benchmark::ClobberMemory();
+  }
+  if (failed) return;
+  // Every output must be written and finite, or the timing means nothing.
+  if (!std::all_of(d.out.begin(), d.out.end(), [](float x) { return std::isfinite(x); })) {
+    state.SkipWithError("non-finite or unwritten output");
+    return;
+  }
+  set_counters(state, double(s.B * s.T), flops);
+}
+
+/// Reference row: C = A B with A, B, C 1024 x 1024 fp32 (Eigen, one thread).
+void bench_gemm(benchmark::State& state) {
+  const index_t n = 1024;
+  const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
+  Eigen::MatrixXf c(n, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, 0, 2.0 * double(n) * double(n) * double(n));
+}
+
+/// Per-row run settings of a mode: min_time in seconds (0 = the flag's), fixed iterations
+/// (0 = automatic) and repetitions (0 = the flag's; the summary takes their median).
+struct run_settings {
+  double min_time = 0;
+  int iterations = 0;
+  int repetitions = 0;
+};
+
+/// Rows on one thread are timed by that thread's CPU time, which other processes on a shared
+/// machine disturb less; rows on more threads by wall time (the library's pool does the work).
+void apply(benchmark::internal::Benchmark* b, const run_settings& r, bool real_time) {
+  b->Unit(benchmark::kMillisecond);
+  if (real_time) b->UseRealTime();
+  if (r.min_time > 0) b->MinTime(r.min_time);
+  if (r.iterations > 0) b->Iterations(r.iterations);
+  if (r.repetitions > 0) b->Repetitions(r.repetitions)->DisplayAggregatesOnly();
+}
+
+template <class Rule>
+void add_form(form f, const shape& s, const run_settings& r) {
+  std::string name = std::string(Rule::name) + "/" + form_name(f) + "/T:" + std::to_string(s.T) +
+                     "/K:" + std::to_string(s.K);
+  if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
+  name += "/threads:" + std::to_string(s.threads);
+  const double flops = useful_flops(f, Rule::decay != la::decay_kind::none, s);
+  add_row(name, row_info{Rule::name, f, s, flops, s.threads > 1});
+  const auto run = [f, s, flops](benchmark::State& st) { bench_form<Rule>(st, f, s, flops); };
+  apply(benchmark::RegisterBenchmark(name.c_str(), run), r, s.threads > 1);
+}
+
+void add_gemm(const run_settings& r) {
+  add_row("gemm_1024", row_info{"", form::recurrent, shape{}, 2.0 * 1024.0 * 1024.0 * 1024.0});
+  apply(benchmark::RegisterBenchmark("gemm_1024", bench_gemm), r, false);
+}
+
+/// Registers every rule for one shape: recurrent and parallel once, chunkwise for each C.
+template <class Rule>
+void add_rule(shape s, const std::vector<index_t>& chunks, const std::vector<int>& threads, bool parallel,
+              const run_settings& r) {
+  for (int t : threads) {
+    s.threads = t;
+    add_form<Rule>(form::recurrent, s, r);
+    if (parallel && t == 1) add_form<Rule>(form::parallel, s, r);
+    for (index_t c : chunks) {
+      s.C = c;
+      add_form<Rule>(form::chunkwise, s, r);
+    }
+  }
+}
+
+template <class... Rules>
+void add_rules(const shape& s, const std::vector<index_t>& chunks, const std::vector<int>& threads,
+               bool parallel, const run_settings& r) {
+  (add_rule<Rules>(s, chunks, threads, parallel, r), ...);
+}
+
+enum class mode { main_job, sweep, smoke };
+
+void register_all(mode m) {
+  using la::Hebbian, la::ScalarDecay, la::VectorDecay;
+  if (m == mode::main_job) {
+    // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
+    const run_settings r{0, 0, 5};
+    add_rules<Hebbian, ScalarDecay, VectorDecay>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
+    add_gemm(r);
+  } else if (m == mode::sweep) {
+    const run_settings r{0.1, 0, 0};
+    add_gemm(r);
+    for (index_t T : {256, 1024, 4096, 16384})
+      for (index_t K : {64, 128})
+        add_rules<Hebbian, ScalarDecay, VectorDecay>(shape{1, T, 4, K, K, 64}, {16, 32, 64, 128}, {1}, true, r);
+  } else {
+    // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
+    add_rules<Hebbian, ScalarDecay, VectorDecay>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
+    add_gemm({0, 1, 0});
+  }
+}
+
+// ---- summary -----------------------------------------------------------------------------
+
+/// Console reporter that also keeps each row's time per iteration and prints summary tables
+/// after the last row. Times are the ones the row's counters use (CPU time on one thread, wall
+/// time on more); with repetitions, the median.
+class summary_reporter : public benchmark::ConsoleReporter {
+ public:
+  summary_reporter(OutputOptions o, mode m) : ConsoleReporter(o), mode_(m) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      const std::string name = r.run_name.function_name;
+      if (r.iterations <= 0 || !r.counters.count("gflops") || !registry().count(name)) continue;
+      const double total =
+          registry().at(name).real_time ? r.real_accumulated_time : r.cpu_accumulated_time;  // seconds
+      if (r.run_type == Run::RT_Iteration) seconds_[name].push_back(total / double(r.iterations));
+      else if (r.aggregate_name == "median") medians_[name] = total / double(r.iterations);
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    if (mode_ == mode::sweep) print_sweep();
+    else print_rows();
+  }
+
+ private:
+  /// Median seconds per iteration of a row, or 0 when it did not run.
+  double seconds(const std::string& name) const {
+    if (const auto m = medians_.find(name); m != medians_.end()) return m->second;
+    const auto it = seconds_.find(name);
+    if (it == seconds_.end()) return 0;
+    std::vector<double> s = it->second;
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  }
+  double gflops(const std::string& name) const {
+    const double t = seconds(name);
+    return t > 0 ? registry().at(name).flops / t * 1e-9 : 0;
+  }
+  /// Name of the recurrent row that matches a row (same rule, sizes, threads).
+  static std::string recurrent_of(const row_info& i) {
+    return i.rule + "/recurrent/T:" + std::to_string(i.s.T) + "/K:" + std::to_string(i.s.K) +
+           "/threads:" + std::to_string(i.s.threads);
+  }
+
+  void line(const char* fmt, auto... args) const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    GetOutputStream() << buf << '\n';
+  }
+
+  /// One line per row: rule, form, ms, tokens/s, GFLOP/s, speed-up vs recurrent, % of GEMM.
+  void print_rows() const {
+    const double gemm = gflops("gemm_1024");
+    line("\nSummary (threads=1: CPU time, threads>1: wall time; vs rec = speed-up over the recurrent"
+         " form of the same rule and threads; %%GEMM = GFLOP/s / gemm_1024 GFLOP/s)");
+    line("%-12s %-10s %6s %4s %8s %10s %11s %8s %8s %6s", "rule", "form", "T", "C", "threads", "ms",
+         "tokens/s", "GFLOP/s", "vs rec", "%GEMM");
+    for (const std::string& name : order()) {
+      const row_info& i = registry().at(name);
+      if (i.rule.empty() || seconds(name) == 0) continue;
+      const double t = seconds(name), rec = seconds(recurrent_of(i));
+      const std::string c = i.f == form::chunkwise ? std::to_string(i.s.C) : "-";
+      const std::string vs_rec = rec > 0 ? fixed(rec / t, "%.2fx") : "-";
+      const std::string of_gemm = gemm > 0 ? fixed(100 * gflops(name) / gemm, "%.0f") : "-";
+      line("%-12s %-10s %6td %4s %8d %10.2f %11.0f %8.2f %8s %6s", i.rule.c_str(), form_name(i.f), i.s.T,
+           c.c_str(), i.s.threads, t * 1e3, double(i.s.B * i.s.T) / t, gflops(name), vs_rec.c_str(),
+           of_gemm.c_str());
+    }
+    if (gemm > 0)
+      line("%-12s %-10s %6s %4s %8d %10.2f %11s %8.2f %8s %6s", "gemm_1024", "eigen", "-", "-", 1,
+           seconds("gemm_1024") * 1e3, "-", gemm, "-", "100");
+  }
+
+  /// One line per (rule, K, T): recurrent time, speed-ups of parallel and of each chunk size,
+  /// and the best chunkwise GFLOP/s as a share of the GEMM row.
+  void print_sweep() const {
+    const double gemm = gflops("gemm_1024");
+    line("\nSweep summary (threads=1; speed-up = recurrent ms / form ms; best C by time;"
+         " gemm_1024 = %s GFLOP/s)", gemm > 0 ? fixed(gemm, "%.2f").c_str() : "-");
+    line("%-12s %4s %6s %9s %7s %7s %7s %7s %7s %5s %8s %6s", "rule", "K", "T", "rec ms", "par x", "C16 x",
+         "C32 x", "C64 x", "C128 x", "bestC", "GFLOP/s", "%GEMM");
+    for (const std::string& rec_name : order()) {
+      const row_info& i = registry().at(rec_name);
+      const double rec = seconds(rec_name);
+      if (i.rule.empty() || i.f != form::recurrent || rec == 0) continue;
+      const std::string stem = i.rule + "/";
+      const std::string tail = "/T:" + std::to_string(i.s.T) + "/K:" + std::to_string(i.s.K);
+      const auto speedup = [&](const std::string& n) {
+        const double t = seconds(n);
+        return t > 0 ? fixed(rec / t, "%.3g") : std::string("-");
+      };
+      std::string cs[4], best;
+      const index_t chunks[4] = {16, 32, 64, 128};
+      for (int j = 0; j < 4; ++j) {
+        const std::string n = stem + "chunkwise" + tail + "/C:" + std::to_string(chunks[j]) + "/threads:1";
+        cs[j] = speedup(n);
+        if (seconds(n) > 0 && (best.empty() || seconds(n) < seconds(best))) best = n;
+      }
+      const double g = best.empty() ? 0 : gflops(best);
+      const std::string par = speedup(stem + "parallel" + tail + "/threads:1");
+      const std::string best_c = best.empty() ? "-" : std::to_string(registry().at(best).s.C);
+      const std::string of_gemm = gemm > 0 && g > 0 ? fixed(100 * g / gemm, "%.0f") : "-";
+      line("%-12s %4td %6td %9.2f %7s %7s %7s %7s %7s %5s %8.2f %6s", i.rule.c_str(), i.s.K, i.s.T, rec * 1e3,
+           par.c_str(), cs[0].c_str(), cs[1].c_str(), cs[2].c_str(), cs[3].c_str(), best_c.c_str(), g,
+           of_gemm.c_str());
+    }
+  }
+
+  static std::string fixed(double x, const char* fmt) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, fmt, x);
+    return buf;
+  }
+
+  mode mode_;
+  std::map<std::string, std::vector<double>> seconds_;  // per iteration run
+  std::map<std::string, double> medians_;               // median aggregates (repetitions)
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Our flags first; everything else goes to Google Benchmark.
+  mode m = mode::main_job;
+  bool out_given = false, format_given = false, listing = false, interleave_given = false;
+  std::vector<std::string> args{argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--sweep") {
+      m = mode::sweep;
+    } else if (a == "--smoke") {
+      m = mode::smoke;
+    } else {
+      args.emplace_back(a);
+      out_given = out_given || a.starts_with("--benchmark_out=");
+      format_given = format_given || a.starts_with("--benchmark_out_format=");
+      listing = listing || a.starts_with("--benchmark_list_tests");
+      interleave_given = interleave_given || a.starts_with("--benchmark_enable_random_interleaving");
+    }
+  }
+  // Google Benchmark opens (truncates) the out file even when it only lists the rows.
+  if (!out_given && !listing && m != mode::smoke) {
+    const std::filesystem::path dir = LINATTN_BENCH_RESULTS_DIR;
+    std::filesystem::create_directories(dir);
+    const char* file = m == mode::sweep ? "forms_sweep.json" : "forms.json";
+    args.push_back("--benchmark_out=" + (dir / file).string());
+  }
+  if (!format_given) args.push_back("--benchmark_out_format=json");
+  // The main job's repetitions run in random order, so a slow phase of a shared machine
+  // spreads over all rows instead of landing on a few.
+  if (!interleave_given && m == mode::main_job) args.push_back("--benchmark_enable_random_interleaving=true");
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  int cargc = static_cast<int>(cargs.size());
+  cargs.push_back(nullptr);
+
+  benchmark::Initialize(&cargc, cargs.data());
+  if (benchmark::ReportUnrecognizedArguments(cargc, cargs.data())) return 1;
+  register_all(m);
+  const bool sweep = m == mode::sweep, smoke = m == mode::smoke;
+  benchmark::AddCustomContext("linattn_mode", sweep ? "sweep" : smoke ? "smoke" : "main");
+  benchmark::AddCustomContext("linattn_shape",
+                              sweep ? "B=1 H=4 V=K" : smoke ? "B=2 H=2 K=16 V=24" : "B=1 H=8 V=K");
+  const auto colour = isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
+                                            : benchmark::ConsoleReporter::OO_Tabular;
+  summary_reporter reporter(colour, m);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
