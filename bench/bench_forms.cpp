@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Recurrent vs parallel vs chunkwise forms of the additive rules (Hebbian, ScalarDecay,
-/// VectorDecay) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
+/// Recurrent vs parallel vs chunkwise forms of the rules (Hebbian, ScalarDecay, VectorDecay,
+/// Delta, GatedDelta, Longhorn) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
 ///   (none)    main job: B=1 T=4096 H=8 K=V=128 C=64, every rule x form + gemm_1024
 ///   --sweep   T in {256, 1024, 4096, 16384}, K=V in {64, 128}, C in {16, 32, 64, 128}, H=4
+///   --delta   GatedDelta at B=1 T=8192 H=16 K=V=128, every form, C in {16, 32, 64, 128}
 ///   --smoke   tiny shape, two iterations per row (the ctest `bench_smoke`)
 ///
-/// Results go to bench/results/forms.json (sweep: forms_sweep.json) unless --benchmark_out
+/// Results go to bench/results/forms.json (sweep: forms_sweep.json, delta: gated_delta.json) unless --benchmark_out
 /// is given; a summary table is printed at the end.
 
 #include <benchmark/benchmark.h>
@@ -51,19 +52,27 @@ struct shape {
   int threads = 1;
 };
 
-/// Useful FLOPs of one call, MATH.md §8 per head (L = T), times B*H heads:
+/// Useful FLOPs of one call, MATH.md §8 per head (L = T), times B*H heads. Additive family:
 ///   recurrent  4 L K V (Hebbian); 5 L K V with a decay (+ L K V to scale the state)
 ///   chunkwise  2 L C (K + V) + 4 L K V   (intra-chunk QK^T and PV, plus state read and write)
 ///   parallel   L^2 (K + V)               (the causal half of the dense 2 L^2 (K + V))
+/// Delta family (Householder transitions):
+///   recurrent  6 L K V (Delta, Longhorn); 7 L K V with a gate
+///   chunkwise  L (6 K V + 6 C K + 4 C V + C^2 / 3)
+///   parallel   L^2 (3 K + 2 V) + 6 L K V (causal Gram, triangular solve for [W U], causal
+///              scores and their product with U~, and the three state products)
 /// Exponentials are not counted.
-double useful_flops(form f, bool decays, const shape& s) {
+double useful_flops(form f, bool delta_family, bool decays, const shape& s) {
   const double L = double(s.T), K = double(s.K), V = double(s.V);
   const double C = double(std::min(s.C, s.T));
   double per_head = 0;
   switch (f) {
-    case form::recurrent: per_head = (decays ? 5 : 4) * L * K * V; break;
-    case form::chunkwise: per_head = 2 * L * C * (K + V) + 4 * L * K * V; break;
-    case form::parallel: per_head = L * L * (K + V); break;
+    case form::recurrent: per_head = ((delta_family ? 6 : 4) + (decays ? 1 : 0)) * L * K * V; break;
+    case form::chunkwise:
+      per_head = delta_family ? L * (6 * K * V + 6 * C * K + 4 * C * V + C * C / 3)
+                              : 2 * L * C * (K + V) + 4 * L * K * V;
+      break;
+    case form::parallel: per_head = delta_family ? L * L * (3 * K + 2 * V) + 6 * L * K * V : L * L * (K + V); break;
   }
   return per_head * double(s.B * s.H);
 }
@@ -77,6 +86,7 @@ struct input_data {
   std::vector<float> v, out;    // [B, T, H, V]  v ~ N(0,1)
   std::vector<float> g_scalar;  // [B, T, H]     logsigmoid(N(0,1) + 2) / 16 < 0, mean ~ -0.011
   std::vector<float> g_vector;  // [B, T, H, K]  same distribution
+  std::vector<float> beta;      // [B, T, H]     sigmoid(N(0,1)): delta-rule step (Longhorn: delta)
 };
 
 float log_sigmoid(float x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
@@ -102,6 +112,7 @@ input_data& inputs_for(const shape& s) {
   fill(d.v, tokens * s.V, same);
   fill(d.g_scalar, tokens, gate);
   fill(d.g_vector, tokens * s.K, gate);
+  fill(d.beta, tokens, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
   d.out.assign(static_cast<std::size_t>(tokens * s.V), 0.0f);
   for (index_t i = 0; i < tokens; ++i) {  // unit-norm keys
     float* k = d.k.data() + i * s.K;
@@ -119,13 +130,15 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   const auto q = la::view(d.q.data(), s.B, s.T, s.H, s.K);  // [B, T, H, K]
   const auto k = la::view(d.k.data(), s.B, s.T, s.H, s.K);  // [B, T, H, K]
   const auto v = la::view(d.v.data(), s.B, s.T, s.H, s.V);  // [B, T, H, V]
-  if constexpr (Rule::decay == la::decay_kind::none) {
-    return {.q = q, .k = k, .v = v};
-  } else if constexpr (Rule::decay == la::decay_kind::scalar) {
-    return {.q = q, .k = k, .v = v, .g = la::view(d.g_scalar.data(), s.B, s.T, s.H)};
-  } else {
-    return {.q = q, .k = k, .v = v, .g = la::view(d.g_vector.data(), s.B, s.T, s.H, s.K)};
-  }
+  const auto g = la::view(d.g_scalar.data(), s.B, s.T, s.H);         // [B, T, H]
+  const auto g_vec = la::view(d.g_vector.data(), s.B, s.T, s.H, s.K);  // [B, T, H, K]
+  const auto beta = la::view(d.beta.data(), s.B, s.T, s.H);           // [B, T, H]
+  if constexpr (std::is_same_v<Rule, la::Hebbian>) return {.q = q, .k = k, .v = v};
+  else if constexpr (std::is_same_v<Rule, la::ScalarDecay>) return {.q = q, .k = k, .v = v, .g = g};
+  else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = g_vec};
+  else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = beta};
+  else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
+  else return {.q = q, .k = k, .v = v, .delta = beta};  // Longhorn
 }
 
 template <class Rule>
@@ -239,7 +252,8 @@ void add_form(form f, const shape& s, const run_settings& r) {
                      "/K:" + std::to_string(s.K);
   if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
   name += "/threads:" + std::to_string(s.threads);
-  const double flops = useful_flops(f, Rule::decay != la::decay_kind::none, s);
+  const double flops = useful_flops(f, std::is_same_v<typename Rule::family, la::householder_family>,
+                                    Rule::decay != la::decay_kind::none, s);
   add_row(name, row_info{Rule::name, f, s, flops, s.threads > 1});
   const auto run = [f, s, flops](benchmark::State& st) { bench_form<Rule>(st, f, s, flops); };
   apply(benchmark::RegisterBenchmark(name.c_str(), run), r, s.threads > 1);
@@ -271,14 +285,19 @@ void add_rules(const shape& s, const std::vector<index_t>& chunks, const std::ve
   (add_rule<Rules>(s, chunks, threads, parallel, r), ...);
 }
 
-enum class mode { main_job, sweep, smoke };
+enum class mode { main_job, sweep, delta, smoke };
 
 void register_all(mode m) {
-  using la::Hebbian, la::ScalarDecay, la::VectorDecay;
+  using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn;
   if (m == mode::main_job) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
     const run_settings r{0, 0, 5};
-    add_rules<Hebbian, ScalarDecay, VectorDecay>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
+    add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
+    add_gemm(r);
+  } else if (m == mode::delta) {
+    // The delta-rule shape: GatedDelta at B=1 T=8192 H=16 K=V=128, one thread, every form.
+    const run_settings r{0, 0, 3};
+    add_rules<GatedDelta>(shape{1, 8192, 16, 128, 128, 64}, {16, 32, 64, 128}, {1}, true, r);
     add_gemm(r);
   } else if (m == mode::sweep) {
     const run_settings r{0.1, 0, 0};
@@ -288,7 +307,8 @@ void register_all(mode m) {
         add_rules<Hebbian, ScalarDecay, VectorDecay>(shape{1, T, 4, K, K, 64}, {16, 32, 64, 128}, {1}, true, r);
   } else {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
-    add_rules<Hebbian, ScalarDecay, VectorDecay>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
+    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn>(shape{2, 72, 2, 16, 24, 16}, {16},
+                                                                             {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});
   }
 }
@@ -426,6 +446,8 @@ int main(int argc, char** argv) {
     const std::string_view a = argv[i];
     if (a == "--sweep") {
       m = mode::sweep;
+    } else if (a == "--delta") {
+      m = mode::delta;
     } else if (a == "--smoke") {
       m = mode::smoke;
     } else {
@@ -440,13 +462,13 @@ int main(int argc, char** argv) {
   if (!out_given && !listing && m != mode::smoke) {
     const std::filesystem::path dir = LINATTN_BENCH_RESULTS_DIR;
     std::filesystem::create_directories(dir);
-    const char* file = m == mode::sweep ? "forms_sweep.json" : "forms.json";
+    const char* file = m == mode::sweep ? "forms_sweep.json" : m == mode::delta ? "gated_delta.json" : "forms.json";
     args.push_back("--benchmark_out=" + (dir / file).string());
   }
   if (!format_given) args.push_back("--benchmark_out_format=json");
   // The main job's repetitions run in random order, so a slow phase of a shared machine
   // spreads over all rows instead of landing on a few.
-  if (!interleave_given && m == mode::main_job) args.push_back("--benchmark_enable_random_interleaving=true");
+  if (!interleave_given && (m == mode::main_job || m == mode::delta)) args.push_back("--benchmark_enable_random_interleaving=true");
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());
   int cargc = static_cast<int>(cargs.size());
@@ -456,9 +478,12 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(cargc, cargs.data())) return 1;
   register_all(m);
   const bool sweep = m == mode::sweep, smoke = m == mode::smoke;
-  benchmark::AddCustomContext("linattn_mode", sweep ? "sweep" : smoke ? "smoke" : "main");
-  benchmark::AddCustomContext("linattn_shape",
-                              sweep ? "B=1 H=4 V=K" : smoke ? "B=2 H=2 K=16 V=24" : "B=1 H=8 V=K");
+  const bool delta = m == mode::delta;
+  benchmark::AddCustomContext("linattn_mode", sweep ? "sweep" : smoke ? "smoke" : delta ? "delta" : "main");
+  benchmark::AddCustomContext("linattn_shape", sweep   ? "B=1 H=4 V=K"
+                                               : smoke ? "B=2 H=2 K=16 V=24"
+                                               : delta ? "B=1 T=8192 H=16 K=V=128"
+                                                       : "B=1 H=8 V=K");
   const auto colour = isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
                                             : benchmark::ConsoleReporter::OO_Tabular;
   summary_reporter reporter(colour, m);

@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: MIT
-// Every form of the additive rules against the float64 reference: MATH.md §9 T1, T3, T4, T5,
+// Every form of every rule against the float64 reference: MATH.md §9 T1, T3, T4, T5,
 // T6, on odd shapes (T not a multiple of C, K != V, grouped value heads) and strided views.
 #include "support/catch.hpp"
-#include "support/harness.hpp"
+#include "support/cases.hpp"
 
 using namespace harness;
-
-using additive_cases = std::tuple<rule_case<la::Hebbian, float>, rule_case<la::Hebbian, double>,
-                                  rule_case<la::ScalarDecay, float>, rule_case<la::ScalarDecay, double>,
-                                  rule_case<la::VectorDecay, float>, rule_case<la::VectorDecay, double>>;
 
 namespace {
 const std::vector<ref::dims> odd_shapes = {
@@ -25,13 +21,13 @@ void expect_matches(const outcome& got, const ref::result& want, bool check_stat
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("recurrent, parallel and decode match the reference (T3, T5)", "[forms]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("recurrent, parallel and decode match the reference (T3, T5)", "[forms]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(11);
   for (const auto& d : odd_shapes) {
-    const auto p = make_problem(rng, d, decay_of<Rule>());
-    const auto want = ref::additive(p);
+    const auto p = make_problem(rng, d, spec_of<Rule>());
+    const auto want = ref::run(p);
     for (form f : {form::recurrent, form::parallel, form::decode}) {
       CAPTURE(name(f), d.B, d.T, d.H, d.HV, d.K, d.V);
       expect_matches<Rule, T>(run<Rule, T>(f, p), want);
@@ -39,13 +35,13 @@ TEMPLATE_LIST_TEST_CASE("recurrent, parallel and decode match the reference (T3,
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("chunkwise matches the reference for every chunk size (T1)", "[forms]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("chunkwise matches the reference for every chunk size (T1)", "[forms]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(12);
   for (const auto& d : odd_shapes) {
-    const auto p = make_problem(rng, d, decay_of<Rule>());
-    const auto want = ref::additive(p);
+    const auto p = make_problem(rng, d, spec_of<Rule>());
+    const auto want = ref::run(p);
     for (index_t C : {1, 2, 3, 4, 8, 16, 17, 32, 37, 64, 100, 256}) {
       CAPTURE(C, d.B, d.T, d.H, d.HV, d.K, d.V);
       expect_matches<Rule, T>(run<Rule, T>(form::chunkwise, p, {.chunk = C}), want);
@@ -53,24 +49,24 @@ TEMPLATE_LIST_TEST_CASE("chunkwise matches the reference for every chunk size (T
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("forms read strided, padded, head-first views (T1, T3)", "[forms][views]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("forms read strided, padded, head-first views (T1, T3)", "[forms][views]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(13);
-  const auto p = make_problem(rng, odd_shapes[0], decay_of<Rule>());
-  const auto want = ref::additive(p);
+  const auto p = make_problem(rng, odd_shapes[0], spec_of<Rule>());
+  const auto want = ref::run(p);
   for (form f : all_forms) {
     CAPTURE(name(f));
     expect_matches<Rule, T>(run<Rule, T>(f, p, {.chunk = 16, .lay = layout::strided}), want);
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("production-size shapes with a short last chunk", "[forms]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("production-size shapes with a short last chunk", "[forms]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(14);
-  const auto p = make_problem(rng, {.B = 1, .T = 300, .H = 1, .HV = 2, .K = 64, .V = 128}, decay_of<Rule>());
-  const auto want = ref::additive(p);
+  const auto p = make_problem(rng, {.B = 1, .T = 300, .H = 1, .HV = 2, .K = 64, .V = 128}, spec_of<Rule>());
+  const auto want = ref::run(p);
   for (form f : {form::recurrent, form::parallel}) {
     CAPTURE(name(f));
     expect_matches<Rule, T>(run<Rule, T>(f, p), want);
@@ -81,13 +77,13 @@ TEMPLATE_LIST_TEST_CASE("production-size shapes with a short last chunk", "[form
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("state carry: two calls equal one (T4)", "[forms][state]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("state carry: two calls equal one (T4)", "[forms][state]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(15);
   const auto& d = odd_shapes[0];
-  const auto p = make_problem(rng, d, decay_of<Rule>());
-  const auto want = ref::additive(p);
+  const auto p = make_problem(rng, d, spec_of<Rule>());
+  const auto want = ref::run(p);
   for (form f : all_forms) {
     for (int h : {16, 21}) {  // aligned and not aligned to C = 8
       CAPTURE(name(f), h);
@@ -100,13 +96,13 @@ TEMPLATE_LIST_TEST_CASE("state carry: two calls equal one (T4)", "[forms][state]
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("without initial state the start is zero; final state optional", "[forms][state]",
-                        additive_cases) {
+TEMPLATE_LIST_TEST_CASE("without initial state the start is zero and the final state is optional", "[forms][state]",
+                        all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(16);
-  const auto p = make_problem(rng, odd_shapes[1], decay_of<Rule>(), gates::mild, /*with_s0=*/false);
-  const auto want = ref::additive(p);
+  const auto p = make_problem(rng, odd_shapes[1], spec_of<Rule>(), gates::mild, /*with_s0=*/false);
+  const auto want = ref::run(p);
   for (form f : all_forms) {
     CAPTURE(name(f));
     expect_matches<Rule, T>(run<Rule, T>(f, p, {.chunk = 16}), want);
@@ -115,28 +111,28 @@ TEMPLATE_LIST_TEST_CASE("without initial state the start is zero; final state op
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("decode: one step from S_{L-1} gives the last row (T5)", "[forms][decode]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("decode: one step from S_{L-1} gives the last row (T5)", "[forms][decode]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(17);
   const auto& d = odd_shapes[0];
-  const auto p = make_problem(rng, d, decay_of<Rule>());
-  const auto want = ref::additive(p);
+  const auto p = make_problem(rng, d, spec_of<Rule>());
+  const auto want = ref::run(p);
   const auto prefix = run<Rule, T>(form::chunkwise, slice_time(p, 0, d.T - 1, p.s0), {.chunk = 16});
   const auto step = run<Rule, T>(form::decode, slice_time(p, d.T - 1, d.T, prefix.r.s));
   CHECK(rel_err(step.r.o, rows(want.o, d, d.T - 1, d.T)) < tolerance<T>());
   CHECK(rel_err(step.r.s, want.s) < tolerance<T>());
 }
 
-TEMPLATE_LIST_TEST_CASE("packed variable-length batches equal separate runs (T6)", "[forms][varlen]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("packed variable-length batches equal separate runs (T6)", "[forms][varlen]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(18);
   // Sequences of length 5, 0, 17, 18, 1 and 40: empty, single-token and multi-chunk ones.
   const std::vector<std::int64_t> cu{0, 5, 5, 22, 40, 41, 81};
-  const auto p = make_problem(rng, {.B = 1, .T = 81, .H = 2, .HV = 4, .K = 6, .V = 5}, decay_of<Rule>(), gates::mild,
+  const auto p = make_problem(rng, {.B = 1, .T = 81, .H = 2, .HV = 4, .K = 6, .V = 5}, spec_of<Rule>(), gates::mild,
                               true, cu);
-  const auto want = ref::additive(p);
+  const auto want = ref::run(p);
   for (form f : {form::recurrent, form::parallel, form::chunkwise}) {
     CAPTURE(name(f));
     const auto packed = run<Rule, T>(f, p, {.chunk = 8});
@@ -155,11 +151,11 @@ TEMPLATE_LIST_TEST_CASE("packed variable-length batches equal separate runs (T6)
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("results do not depend on the thread count", "[forms][threads]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("results do not depend on the thread count", "[forms][threads]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(19);
-  const auto p = make_problem(rng, {.B = 3, .T = 45, .H = 2, .HV = 4, .K = 8, .V = 8}, decay_of<Rule>());
+  const auto p = make_problem(rng, {.B = 3, .T = 45, .H = 2, .HV = 4, .K = 8, .V = 8}, spec_of<Rule>());
   for (form f : all_forms) {
     CAPTURE(name(f));
     const auto one = run<Rule, T>(f, p, {.chunk = 16, .threads = 1});
@@ -172,13 +168,13 @@ TEMPLATE_LIST_TEST_CASE("results do not depend on the thread count", "[forms][th
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("a given options.scale multiplies q", "[forms]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("a given options.scale multiplies q", "[forms]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(20);
-  auto p = make_problem(rng, odd_shapes[0], decay_of<Rule>());
+  auto p = make_problem(rng, odd_shapes[0], spec_of<Rule>());
   p.scale = 0.37;
-  const auto want = ref::additive(p);
+  const auto want = ref::run(p);
   for (form f : all_forms) {
     CAPTURE(name(f));
     expect_matches<Rule, T>(run<Rule, T>(f, p, {.chunk = 16, .explicit_scale = true}), want);

@@ -3,23 +3,19 @@
 // (batch/head independence), T8 (linearity), R1 and R2 (reductions between rules), plus
 // in-place state and broadcast (stride-0) gates.
 #include "support/catch.hpp"
-#include "support/harness.hpp"
+#include "support/cases.hpp"
 
 using namespace harness;
-
-using additive_cases = std::tuple<rule_case<la::Hebbian, float>, rule_case<la::Hebbian, double>,
-                                  rule_case<la::ScalarDecay, float>, rule_case<la::ScalarDecay, double>,
-                                  rule_case<la::VectorDecay, float>, rule_case<la::VectorDecay, double>>;
 
 namespace {
 const ref::dims shape{.B = 2, .T = 29, .H = 2, .HV = 4, .K = 7, .V = 5};
 }
 
-TEMPLATE_LIST_TEST_CASE("identity padding to a multiple of C changes nothing (T2)", "[properties]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("identity padding to a multiple of C changes nothing (T2)", "[properties]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(31);
-  const auto p = make_problem(rng, shape, decay_of<Rule>());
+  const auto p = make_problem(rng, shape, spec_of<Rule>());
   for (index_t C : {8, 16}) {
     const int padded_T = int((shape.T + C - 1) / C * C);
     ref::problem padded = slice_time(p, 0, shape.T, p.s0);
@@ -36,6 +32,7 @@ TEMPLATE_LIST_TEST_CASE("identity padding to a multiple of C changes nothing (T2
     padded.k = pad(p.k, shape.H * shape.K);
     padded.v = pad(p.v, shape.HV * shape.V);
     if (!p.g.empty()) padded.g = pad(p.g, shape.HV * (p.kind == ref::decay::vector ? shape.K : 1));
+    if (!p.beta.empty()) padded.beta = pad(p.beta, shape.HV);  // beta = 0 (Longhorn: delta = 0)
     for (form f : {form::chunkwise, form::parallel, form::recurrent}) {
       CAPTURE(C, name(f));
       const auto plain = run<Rule, T>(f, p, {.chunk = C});
@@ -46,11 +43,11 @@ TEMPLATE_LIST_TEST_CASE("identity padding to a multiple of C changes nothing (T2
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("permuting batch rows and heads permutes the outputs (T7)", "[properties]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("permuting batch rows and heads permutes the outputs (T7)", "[properties]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(32);
-  const auto p = make_problem(rng, shape, decay_of<Rule>());
+  const auto p = make_problem(rng, shape, spec_of<Rule>());
   // Swap the two batch rows and the two q/k heads (value heads move with their q/k head).
   const int G = shape.HV / shape.H;
   auto hv_of = [&](int hv) { return (hv + G) % shape.HV; };
@@ -66,6 +63,7 @@ TEMPLATE_LIST_TEST_CASE("permuting batch rows and heads permutes the outputs (T7
         for (int j = 0; j < shape.V; ++j) perm.v[p.v_at(1 - b, t, hv_of(hv), j)] = p.v[p.v_at(b, t, hv, j)];
         const int gw = p.kind == ref::decay::vector ? shape.K : (p.kind == ref::decay::scalar ? 1 : 0);
         for (int i = 0; i < gw; ++i) perm.g[p.tok_at(1 - b, t, hv_of(hv)) * gw + i] = p.g[p.tok_at(b, t, hv) * gw + i];
+        if (!p.beta.empty()) perm.beta[p.tok_at(1 - b, t, hv_of(hv))] = p.beta[p.tok_at(b, t, hv)];
       }
     }
   for (int b = 0; b < shape.B; ++b)
@@ -85,13 +83,13 @@ TEMPLATE_LIST_TEST_CASE("permuting batch rows and heads permutes the outputs (T7
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("outputs are linear in (V, S0) (T8)", "[properties]", additive_cases) {
+TEMPLATE_LIST_TEST_CASE("outputs are linear in (V, S0) (T8)", "[properties]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;
   std::mt19937_64 rng(33);
-  const auto p1 = make_problem(rng, shape, decay_of<Rule>());
-  auto p2 = make_problem(rng, shape, decay_of<Rule>());
-  p2.q = p1.q, p2.k = p1.k, p2.g = p1.g;
+  const auto p1 = make_problem(rng, shape, spec_of<Rule>());
+  auto p2 = make_problem(rng, shape, spec_of<Rule>());
+  p2.q = p1.q, p2.k = p1.k, p2.g = p1.g, p2.beta = p1.beta;
   ref::problem sum = p1;
   for (std::size_t i = 0; i < sum.v.size(); ++i) sum.v[i] += p2.v[i];
   for (std::size_t i = 0; i < sum.s0.size(); ++i) sum.s0[i] += p2.s0[i];
@@ -148,7 +146,7 @@ TEST_CASE("a constant per-head gate is a stride-0 view", "[views]") {
   auto p = make_problem(rng, shape, ref::decay::scalar);
   const std::vector<double> per_head{-0.01, -0.3, -0.05, -1.5};  // [HV]
   for (std::size_t i = 0; i < p.g.size(); ++i) p.g[i] = per_head[i % shape.HV];
-  const auto want = ref::additive(p);
+  const auto want = ref::run(p);
   std::vector<double> q = p.q, k = p.k, v = p.v, s0 = p.s0, o(want.o.size(), poison);
   la::ScalarDecay::inputs<double> in{.q = la::view(q.data(), shape.B, shape.T, shape.H, shape.K),
                                      .k = la::view(k.data(), shape.B, shape.T, shape.H, shape.K),
@@ -167,7 +165,7 @@ TEST_CASE("a constant per-head gate is a stride-0 view", "[views]") {
 TEST_CASE("final_state may alias initial_state (state updated in place)", "[state]") {
   std::mt19937_64 rng(37);
   const auto p = make_problem(rng, shape, ref::decay::vector);
-  const auto want = ref::additive(p);
+  const auto want = ref::run(p);
   for (form f : {form::recurrent, form::parallel, form::chunkwise}) {
     CAPTURE(name(f));
     std::vector<double> q = p.q, k = p.k, v = p.v, g = p.g, state = p.s0, o(want.o.size(), poison);

@@ -9,7 +9,7 @@ using namespace harness;
 namespace {
 template <class Rule, class T>
 void all_forms_match(const ref::problem& p, std::initializer_list<index_t> chunks, bool with_parallel = true) {
-  const auto want = ref::additive(p);
+  const auto want = ref::run(p);
   for (form f : {form::recurrent, form::parallel}) {
     if (f == form::parallel && !with_parallel) continue;
     CAPTURE(name(f));

@@ -16,3 +16,6 @@
 #include "rules/hebbian.hpp"
 #include "rules/scalar_decay.hpp"
 #include "rules/vector_decay.hpp"
+#include "rules/delta.hpp"
+#include "rules/gated_delta.hpp"
+#include "rules/longhorn.hpp"

@@ -26,11 +26,20 @@ using la::index_t;
 
 inline constexpr double poison = std::numeric_limits<double>::quiet_NaN();
 
+/// What the reference needs to know about a rule.
+struct rule_spec {
+  ref::decay kind = ref::decay::none;
+  ref::update rule = ref::update::additive;
+};
+
 template <class Rule>
-constexpr ref::decay decay_of() {
-  if constexpr (Rule::decay == la::decay_kind::scalar) return ref::decay::scalar;
-  else if constexpr (Rule::decay == la::decay_kind::vector) return ref::decay::vector;
-  else return ref::decay::none;
+constexpr rule_spec spec_of() {
+  rule_spec s;
+  if constexpr (Rule::decay == la::decay_kind::scalar) s.kind = ref::decay::scalar;
+  if constexpr (Rule::decay == la::decay_kind::vector) s.kind = ref::decay::vector;
+  if constexpr (std::is_same_v<typename Rule::family, la::householder_family>)
+    s.rule = std::is_same_v<Rule, la::Longhorn> ? ref::update::longhorn : ref::update::delta;
+  return s;
 }
 
 /// Tolerance on max|got - ref| / max|ref| (DESIGN.md §5).
@@ -53,15 +62,29 @@ inline double rel_err(const std::vector<double>& got, const std::vector<double>&
 /// How generated log gates look (MATH.md §9).
 enum class gates { mild, strong, weak, zero };
 
+/// Scales every key k_t to unit L2 norm.
+inline void normalise_keys(ref::problem& p) {
+  const std::size_t K = std::size_t(p.d.K);
+  for (std::size_t t = 0; t < p.k.size(); t += K) {
+    double n2 = 0;
+    for (std::size_t i = 0; i < K; ++i) n2 += p.k[t + i] * p.k[t + i];
+    for (std::size_t i = 0; i < K; ++i) p.k[t + i] /= std::sqrt(n2);
+  }
+}
+
 inline double logsigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
 
 /// A random problem: normal q, k, v; random non-zero S0 when `with_s0`; gates per `gm`.
-inline ref::problem make_problem(std::mt19937_64& rng, ref::dims d, ref::decay kind, gates gm = gates::mild,
+/// Delta rules get L2-normalised keys and beta = sigmoid(N(0,1)); Longhorn gets raw keys and
+/// delta = exp(N(0,1)) (it needs no normalisation).
+inline ref::problem make_problem(std::mt19937_64& rng, ref::dims d, rule_spec spec, gates gm = gates::mild,
                                  bool with_s0 = true, std::vector<std::int64_t> cu = {}) {
   std::normal_distribution<double> normal;
   ref::problem p;
   p.d = d;
-  p.kind = kind;
+  p.kind = spec.kind;
+  p.rule = spec.rule;
+  const ref::decay kind = spec.kind;
   p.scale = 1.0 / std::sqrt(double(d.K));
   p.cu = std::move(cu);
   const int N = p.sequences();
@@ -85,7 +108,22 @@ inline ref::problem make_problem(std::mt19937_64& rng, ref::dims d, ref::decay k
       }
     }
   }
+  if (spec.rule == ref::update::delta) {
+    normalise_keys(p);
+    p.beta.resize(std::size_t(d.B) * d.T * d.HV);
+    for (auto& e : p.beta) e = 1.0 / (1.0 + std::exp(-normal(rng)));
+  }
+  if (spec.rule == ref::update::longhorn) {
+    p.beta.resize(std::size_t(d.B) * d.T * d.HV);
+    for (auto& e : p.beta) e = std::exp(normal(rng));
+  }
   return p;
+}
+
+/// Additive-rule problem with the given decay.
+inline ref::problem make_problem(std::mt19937_64& rng, ref::dims d, ref::decay kind, gates gm = gates::mild,
+                                 bool with_s0 = true, std::vector<std::int64_t> cu = {}) {
+  return make_problem(rng, d, rule_spec{kind, ref::update::additive}, gm, with_s0, std::move(cu));
 }
 
 /// Physical layouts of caller buffers: row-major, or permuted (heads before tokens) with 3
@@ -181,12 +219,19 @@ struct config {
   bool explicit_scale = false;
 };
 
-/// The library's inputs struct of `Rule` over the given views.
-template <class Rule, class T, class G>
+/// The library's inputs struct of `Rule` over the given views (g3: scalar gates, g4: vector
+/// gates, b3: beta or Longhorn's delta).
+template <class Rule, class T>
 typename Rule::template inputs<T> make_inputs(la::tensor_view<const T, 4> q, la::tensor_view<const T, 4> k,
-                                              la::tensor_view<const T, 4> v, const G& g) {
-  if constexpr (Rule::decay == la::decay_kind::none) return {.q = q, .k = k, .v = v};
-  else return {.q = q, .k = k, .v = v, .g = g};
+                                              la::tensor_view<const T, 4> v, la::tensor_view<const T, 3> g3,
+                                              la::tensor_view<const T, 4> g4, la::tensor_view<const T, 3> b3) {
+  if constexpr (std::is_same_v<Rule, la::Hebbian>) return {.q = q, .k = k, .v = v};
+  else if constexpr (std::is_same_v<Rule, la::ScalarDecay>) return {.q = q, .k = k, .v = v, .g = g3};
+  else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = g4};
+  else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = b3};
+  else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g3, .beta = b3};
+  else if constexpr (std::is_same_v<Rule, la::Longhorn>) return {.q = q, .k = k, .v = v, .delta = b3};
+  else static_assert(la::detail::always_false<Rule>, "harness: add the rule to make_inputs");
 }
 
 /// What a call produced: outputs and final state in float64 (NaN where nothing was written),
@@ -205,23 +250,15 @@ outcome run(form f, const ref::problem& p, const config& c = {}) {
   const index_t N = p.sequences();
   buffer<T, 4> q({d.B, d.T, d.H, d.K}, c.lay, p.q), k({d.B, d.T, d.H, d.K}, c.lay, p.k);
   buffer<T, 4> v({d.B, d.T, d.HV, d.V}, c.lay, p.v), out({d.B, d.T, d.HV, d.V}, c.lay);
-  buffer<T, 3> g3({d.B, d.T, d.HV}, c.lay);
+  buffer<T, 3> g3({d.B, d.T, d.HV}, c.lay), b3({d.B, d.T, d.HV}, c.lay);
   buffer<T, 4> g4({d.B, d.T, d.HV, d.K}, c.lay);
   if (p.kind == ref::decay::scalar) g3.set(p.g);
   if (p.kind == ref::decay::vector) g4.set(p.g);
+  if (!p.beta.empty()) b3.set(p.beta);
   buffer<A, 4> s0({N, d.HV, d.K, d.V}, c.lay), s1({N, d.HV, d.K, d.V}, c.lay);
   const bool has_s0 = c.use_s0 && !p.s0.empty();
   if (has_s0) s0.set(p.s0);
 
-  auto gate_view = [&](index_t t0, index_t len) {
-    if constexpr (Rule::decay == la::decay_kind::scalar) {
-      const auto& gv = g3.view();
-      return la::tensor_view<const T, 3>(gv.data() + t0 * gv.stride(1), {d.B, len, d.HV}, gv.strides());
-    } else {
-      const auto& gv = g4.view();
-      return la::tensor_view<const T, 4>(gv.data() + t0 * gv.stride(1), {d.B, len, d.HV, d.K}, gv.strides());
-    }
-  };
   auto slice = [](const auto& view, index_t t0, index_t len) {
     auto e = view.extents();
     e[1] = len;
@@ -239,11 +276,12 @@ outcome run(form f, const ref::problem& p, const config& c = {}) {
   if (f == form::decode) {
     s1.set(has_s0 ? p.s0 : std::vector<double>(std::size_t(N) * d.HV * d.K * d.V, 0.0));
     for (index_t t = 0; t < d.T; ++t) {
-      auto in = make_inputs<Rule, T>(slice(q.view(), t, 1), slice(k.view(), t, 1), slice(v.view(), t, 1), gate_view(t, 1));
+      auto in = make_inputs<Rule, T>(slice(q.view(), t, 1), slice(k.view(), t, 1), slice(v.view(), t, 1),
+                                     slice(g3.view(), t, 1), slice(g4.view(), t, 1), slice(b3.view(), t, 1));
       la::decode_step<Rule>(in, slice(out.view(), t, 1), s1.view(), opt);
     }
   } else {
-    auto in = make_inputs<Rule, T>(q.view(), k.view(), v.view(), gate_view(0, d.T));
+    auto in = make_inputs<Rule, T>(q.view(), k.view(), v.view(), g3.view(), g4.view(), b3.view());
     if (has_s0) opt.initial_state = s0.view();
     if (c.want_state) opt.final_state = s1.view();
     switch (f) {
@@ -286,6 +324,7 @@ inline ref::problem slice_time(const ref::problem& p, int t0, int t1, std::vecto
   s.q = cut(p.q, d.H * d.K);
   s.k = cut(p.k, d.H * d.K);
   s.v = cut(p.v, d.HV * d.V);
+  if (!p.beta.empty()) s.beta = cut(p.beta, d.HV);
   if (!p.g.empty()) s.g = cut(p.g, d.HV * (p.kind == ref::decay::vector ? d.K : 1));
   return s;
 }

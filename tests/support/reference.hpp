@@ -19,13 +19,19 @@ struct dims {
 
 enum class decay { none, scalar, vector };
 
-/// All inputs of a call in float64. `g` follows `decay`; `s0` is empty (zero start) or
-/// [N, HV, K, V]; `cu` is empty or the N + 1 offsets of a packed batch (then B == 1).
+/// Which update: additive (S += v k^T), delta rule with beta = `beta`, or Longhorn with
+/// beta = delta / (1 + delta ||k||^2) where `beta` holds delta.
+enum class update { additive, delta, longhorn };
+
+/// All inputs of a call in float64. `g` follows `decay`; `beta` ([B, T, HV]) is used by the
+/// delta-rule updates; `s0` is empty (zero start) or [N, HV, K, V]; `cu` is empty or the
+/// N + 1 offsets of a packed batch (then B == 1).
 struct problem {
   dims d;
   decay kind = decay::none;
+  update rule = update::additive;
   double scale = 1.0;
-  std::vector<double> q, k, v, g, s0;
+  std::vector<double> q, k, v, g, beta, s0;
   std::vector<std::int64_t> cu;
 
   int sequences() const { return cu.empty() ? d.B : static_cast<int>(cu.size()) - 1; }
@@ -40,8 +46,12 @@ struct result {
   std::vector<double> s;  // [N, HV, K, V]
 };
 
-/// Additive family, MATH.md §1, §2.1, §2.2: S_t = decay_t(S_{t-1}) + v_t k_t^T; o_t = S_t q_t.
-inline result additive(const problem& p) {
+/// MATH.md §1-§5.1, token by token:
+///   additive:  S_t = decay_t(S_{t-1}) + v_t k_t^T
+///   delta:     S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T
+///   longhorn:  the delta update with beta_t = delta_t / (1 + delta_t ||k_t||^2)
+/// and o_t = S_t (scale q_t).
+inline result run(const problem& p) {
   const dims& d = p.d;
   const int N = p.sequences();
   result r;
@@ -62,8 +72,24 @@ inline result additive(const problem& p) {
             double decay = 1.0;
             if (p.kind == decay::scalar) decay = std::exp(p.g[p.tok_at(b, t, hv)]);
             if (p.kind == decay::vector) decay = std::exp(p.g[p.tok_at(b, t, hv) * d.K + i]);
-            S[j * d.K + i] = decay * S[j * d.K + i] + p.v[p.v_at(b, t, hv, j)] * p.k[p.qk_at(b, t, h, i)];
+            S[j * d.K + i] *= decay;
           }
+        double beta = 1.0;  // additive: plain write of v k^T
+        if (p.rule != update::additive) {
+          beta = p.beta[p.tok_at(b, t, hv)];
+          if (p.rule == update::longhorn) {
+            double kk = 0;
+            for (int i = 0; i < d.K; ++i) kk += p.k[p.qk_at(b, t, h, i)] * p.k[p.qk_at(b, t, h, i)];
+            beta = beta / (1.0 + beta * kk);
+          }
+        }
+        for (int j = 0; j < d.V; ++j) {
+          double sk = 0;  // (S k)_j, zero for the additive write
+          if (p.rule != update::additive)
+            for (int i = 0; i < d.K; ++i) sk += S[j * d.K + i] * p.k[p.qk_at(b, t, h, i)];
+          const double w = beta * (p.v[p.v_at(b, t, hv, j)] - sk);
+          for (int i = 0; i < d.K; ++i) S[j * d.K + i] += w * p.k[p.qk_at(b, t, h, i)];
+        }
         for (int j = 0; j < d.V; ++j) {
           double o = 0;
           for (int i = 0; i < d.K; ++i) o += S[j * d.K + i] * p.scale * p.q[p.qk_at(b, t, h, i)];

@@ -19,6 +19,9 @@ struct ttt_family {};
 /// How a rule forgets: not at all, by one log gate per token and head, or by one per key dim.
 enum class decay_kind { none, scalar, vector };
 
+/// What values a rule input may hold (checked by options::check_finite besides finiteness).
+enum class value_range { any, log_gate /* <= 0 */, nonnegative /* >= 0 */ };
+
 /// A rule: a policy struct with a name, a family tag and an `inputs<T>` aggregate.
 template <class R>
 concept rule = requires {
@@ -27,12 +30,6 @@ concept rule = requires {
   typename R::template inputs<float>;
 };
 
-/// Rules of the additive family also say how they decay.
-template <class R>
-concept additive_rule = rule<R> && std::same_as<typename R::family, additive_family> &&
-                        requires {
-                          { R::decay } -> std::convertible_to<decay_kind>;
-                        };
 
 /// State and accumulation type for an input scalar type (fp32 state for float, fp64 for
 /// double; reduced-precision CUDA inputs map to float in the CUDA backend).

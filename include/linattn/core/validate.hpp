@@ -115,16 +115,16 @@ class call_checker {
   // ---- hooks for Rule::check_inputs ----------------------------------------------------
 
   /// A per-token scalar input of shape [B, T, HV] (g, beta, delta, eta, ...).
-  void per_token(const char* name, const tensor_view<const T, 3>& x, bool log_gate) {
+  void per_token(const char* name, const tensor_view<const T, 3>& x, value_range range) {
     expect_shape(name, x, std::array<index_t, 3>{p_.B, p_.T, p_.HV}, "[B, T, HV]");
     extra_inputs_.push_back({name, byte_range(x)});
-    scans_.push_back([this, name, x, log_gate] { scan(name, x, log_gate); });
+    scans_.push_back([this, name, x, range] { scan(name, x, range); });
   }
   /// A per-token, per-key input of shape [B, T, HV, K] (vector gates).
-  void per_key(const char* name, const tensor_view<const T, 4>& x, bool log_gate) {
+  void per_key(const char* name, const tensor_view<const T, 4>& x, value_range range) {
     expect_shape(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
     extra_inputs_.push_back({name, byte_range(x)});
-    scans_.push_back([this, name, x, log_gate] { scan(name, x, log_gate); });
+    scans_.push_back([this, name, x, range] { scan(name, x, range); });
   }
 
   /// Throws `linattn::error` with the function name and argument prefixed.
@@ -235,22 +235,24 @@ class call_checker {
   }
 
   template <class V>
-  void scan(const char* name, const V& x, bool log_gate) {
+  void scan(const char* name, const V& x, value_range range) {
     for_each_element(x, [&](const auto& val, const auto& idx) {
       const double d = static_cast<double>(val);
       if (!std::isfinite(d)) fail(name, "holds a non-finite value (" + std::to_string(d) + ") at " + shape_string(idx) + " (options.check_finite)");
-      if (log_gate && d > 0.0)
+      if (range == value_range::log_gate && d > 0.0)
         fail(name, "holds a positive log gate (" + std::to_string(d) + ") at " + shape_string(idx) + ", expected <= 0 (options.check_finite)");
+      if (range == value_range::nonnegative && d < 0.0)
+        fail(name, "holds a negative value (" + std::to_string(d) + ") at " + shape_string(idx) + ", expected >= 0 (options.check_finite)");
     });
   }
 
   void scan_inputs(const tensor_view<Real, 4>* state) {
-    scan("q", in_.q, false);
-    scan("k", in_.k, false);
-    scan("v", in_.v, false);
+    scan("q", in_.q, value_range::any);
+    scan("k", in_.k, value_range::any);
+    scan("v", in_.v, value_range::any);
     for (auto& s : scans_) s();
-    if (state) scan("state", *state, false);
-    else if (opt_.initial_state.given()) scan("options.initial_state", opt_.initial_state, false);
+    if (state) scan("state", *state, value_range::any);
+    else if (opt_.initial_state.given()) scan("options.initial_state", opt_.initial_state, value_range::any);
   }
 
   form form_;

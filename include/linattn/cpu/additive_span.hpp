@@ -93,7 +93,13 @@ class additive_span {
           Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
         O.noalias() = Qs_.topRows(m) * H;
       }
-      O.noalias() += P_.topLeftCorner(m, r1) * V_.topRows(r1);
+      if (V_.topRows(r1).allFinite()) {
+        O.noalias() += P_.topLeftCorner(m, r1) * V_.topRows(r1);
+      } else {
+        // Overflowed values (a diverging delta rule): only the causal prefix of each row, so
+        // a later inf (times the masked zero) cannot turn earlier finite outputs into NaN.
+        for (index_t i = 0; i < m; ++i) O.row(i).noalias() += P_.row(i).head(r0 + i + 1) * V_.topRows(r0 + i + 1);
+      }
       store_rows(out, b, t0 + r0, hv, m, O);
     }
   }
@@ -117,6 +123,13 @@ class additive_span {
       H.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
     }
   }
+
+  // Access for rules that build on this span (the Householder family replaces V by U~).
+  index_t length() const { return n_; }
+  const mat<A>& queries() const { return Q_; }
+  const mat<A>& keys() const { return K_; }
+  mat<A>& values() { return V_; }
+  const mat<Cum>& cumulative_gates() const { return b_; }
 
  private:
   /// exp of a (non-positive) log-gate expression, evaluated in the accumulation type.

@@ -9,7 +9,9 @@
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
-#include "../cpu/additive_forms.hpp"
+#include "../cpu/additive_kernels.hpp"
+#include "../cpu/drivers.hpp"
+#include "../cpu/householder_kernels.hpp"
 #include "dispatch.hpp"
 
 namespace linattn {

@@ -24,7 +24,7 @@ struct ScalarDecay {
 
   template <class T, class Check>
   static void check_inputs(const inputs<T>& in, Check& c) {
-    c.per_token("g", in.g, /*log_gate=*/true);
+    c.per_token("g", in.g, value_range::log_gate);
   }
 
   /// Log-decay of token t of batch row b for value head hv.

@@ -24,7 +24,7 @@ struct VectorDecay {
 
   template <class T, class Check>
   static void check_inputs(const inputs<T>& in, Check& c) {
-    c.per_key("g", in.g, /*log_gate=*/true);
+    c.per_key("g", in.g, value_range::log_gate);
   }
 
   /// Log-decay of key dimension d at token t of batch row b for value head hv.

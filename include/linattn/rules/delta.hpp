@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Delta rule (DeltaNet; LMS / Widrow-Hoff), MATH.md §3: one SGD step on 1/2 ||S k_t - v_t||^2,
+///   S_t = S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
+/// beta in (0, 2] with L2-normalised keys (beta > 1: negative eigenvalues, MATH.md §7.2).
+#pragma once
+
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+
+namespace linattn {
+
+struct Delta {
+  static constexpr const char* name = "Delta";
+  using family = householder_family;
+  static constexpr decay_kind decay = decay_kind::none;
+
+  template <class T>
+  struct inputs {
+    tensor_view<const T, 4> q;     // [B, T, H, K]
+    tensor_view<const T, 4> k;     // [B, T, H, K]
+    tensor_view<const T, 4> v;     // [B, T, HV, V]
+    tensor_view<const T, 3> beta;  // [B, T, HV] write strength
+  };
+
+  template <class T, class Check>
+  static void check_inputs(const inputs<T>& in, Check& c) {
+    c.per_token("beta", in.beta, value_range::nonnegative);
+  }
+
+  /// Step size of token t (the key's squared norm is unused here).
+  template <class T, class A>
+  LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A /*key_sqnorm*/) {
+    return static_cast<A>(in.beta(b, t, hv));
+  }
+};
+
+}  // namespace linattn

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Longhorn, the paper's exact rule (MATH.md §5.1): the proximal step
+///   S_t = argmin_S 1/2 ||S - S_{t-1}||_F^2 + delta_t/2 ||v_t - S k_t||^2
+/// is the delta rule with beta_t = delta_t / (1 + delta_t ||k_t||^2), stable without key
+/// normalisation. (The official code's diagonal approximation, MATH.md §5.2, is another rule.)
+#pragma once
+
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+
+namespace linattn {
+
+struct Longhorn {
+  static constexpr const char* name = "Longhorn";
+  using family = householder_family;
+  static constexpr decay_kind decay = decay_kind::none;
+
+  template <class T>
+  struct inputs {
+    tensor_view<const T, 4> q;      // [B, T, H, K]
+    tensor_view<const T, 4> k;      // [B, T, H, K]
+    tensor_view<const T, 4> v;      // [B, T, HV, V]
+    tensor_view<const T, 3> delta;  // [B, T, HV] >= 0
+  };
+
+  template <class T, class Check>
+  static void check_inputs(const inputs<T>& in, Check& c) {
+    c.per_token("delta", in.delta, value_range::nonnegative);
+  }
+
+  /// beta_t = delta_t / (1 + delta_t ||k_t||^2).
+  template <class T, class A>
+  LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A key_sqnorm) {
+    const A d = static_cast<A>(in.delta(b, t, hv));
+    return d / (A(1) + d * key_sqnorm);
+  }
+};
+
+}  // namespace linattn
