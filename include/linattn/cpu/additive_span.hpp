@@ -80,6 +80,7 @@ class additive_span {
 
   /// Writes the span's outputs to out(b, t0 + r, hv, :), given the state H at span start.
   void emit(const mat<A>& H, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hv) {
+    const bool finite_values = all_finite(V_.topRows(n_));
     for (index_t r0 = 0; r0 < n_; r0 += tile) {
       const index_t r1 = std::min(r0 + tile, n_), m = r1 - r0;
       scores(r0, r1);
@@ -88,12 +89,12 @@ class additive_span {
         O.noalias() = Q_.middleRows(r0, m) * H;
       } else {
         if constexpr (decay == decay_kind::scalar)
-          Qs_.topRows(m).noalias() = ex(b_.middleRows(r0, m)).asDiagonal() * Q_.middleRows(r0, m);
+          Qs_.topRows(m).noalias() = ex(scalar_gates().segment(r0, m)).asDiagonal() * Q_.middleRows(r0, m);
         else
           Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
         O.noalias() = Qs_.topRows(m) * H;
       }
-      if (V_.topRows(r1).allFinite()) {
+      if (finite_values) {
         O.noalias() += P_.topLeftCorner(m, r1) * V_.topRows(r1);
       } else {
         // Overflowed values (a diverging delta rule): only the causal prefix of each row, so
@@ -112,12 +113,12 @@ class additive_span {
       H.noalias() += K_.topRows(n).transpose() * V_.topRows(n);
     } else {
       // Kf = K ⊙ exp(b_n - b): each write decayed to the end of the span.
-      const auto to_end = ex((-b_.topRows(n)).rowwise() + b_.row(n - 1));
       if constexpr (decay == decay_kind::scalar) {
-        Kf_.topRows(n).noalias() = to_end.asDiagonal() * K_.topRows(n);
+        const auto g = scalar_gates();
+        Kf_.topRows(n).noalias() = ex((-g.head(n)).array() + g(n - 1)).asDiagonal() * K_.topRows(n);
         H *= std::exp(static_cast<A>(b_(n - 1, 0)));
       } else {
-        Kf_.topRows(n) = K_.topRows(n).cwiseProduct(to_end);
+        Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
         H = ex(b_.row(n - 1)).asDiagonal() * H;
       }
       H.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
@@ -130,6 +131,8 @@ class additive_span {
   const mat<A>& keys() const { return K_; }
   mat<A>& values() { return V_; }
   const mat<Cum>& cumulative_gates() const { return b_; }
+  /// The scalar-gate cumsum as a contiguous vector (vectorised exps).   [cap]
+  Eigen::Map<const col_vec<Cum>> scalar_gates() const { return {b_.data(), b_.rows()}; }
 
  private:
   /// exp of a (non-positive) log-gate expression, evaluated in the accumulation type.
@@ -148,14 +151,14 @@ class additive_span {
     } else {
       P.noalias() = Q_.middleRows(r0, m) * K_.topRows(r1).transpose();
       if constexpr (decay == decay_kind::scalar)
-        if (r0 > 0) cf_.head(r0) = ex((-b_.col(0).head(r0)).array() + b_(r0 - 1, 0));
+        if (r0 > 0) cf_.head(r0) = ex((-scalar_gates().head(r0)).array() + b_(r0 - 1, 0));
       for (index_t i = 0; i < m; ++i) {
         const index_t r = r0 + i;
         if constexpr (decay == decay_kind::scalar) {
           // Columns before the tile: exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), e = r0 - 1.
           if (r0 > 0) P.row(i).head(r0).array() *= ex(b_(r, 0) - b_(r0 - 1, 0)) * cf_.head(r0).transpose().array();
           const index_t w = r - r0 + 1;
-          P.row(i).segment(r0, w).array() *= ex((-b_.col(0).segment(r0, w)).array() + b_(r, 0)).transpose().array();
+          P.row(i).segment(r0, w).array() *= ex((-scalar_gates().segment(r0, w)).array() + b_(r, 0)).transpose().array();
         }
         P.row(i).segment(r + 1, r1 - r - 1).setZero();
       }

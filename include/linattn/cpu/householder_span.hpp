@@ -58,9 +58,8 @@ class householder_span {
     M.noalias() = K.topRows(n) * K.topRows(n).transpose();
     for (index_t r = 1; r < n; ++r) {
       if constexpr (gated) {
-        const auto& g = core_.cumulative_gates();
-        M.row(r).head(r).array() *=
-            beta_(r) * ((-g.col(0).head(r)).array() + g(r, 0)).template cast<A>().exp().transpose();
+        const auto g = core_.scalar_gates();
+        M.row(r).head(r).array() *= beta_(r) * ((-g.head(r)).array() + g(r)).template cast<A>().exp().transpose();
       } else {
         M.row(r).head(r) *= beta_(r);
       }
@@ -69,7 +68,7 @@ class householder_span {
     // Kd = diag(exp(b)) K: keys decayed to the start of the span.   [n, K]
     if constexpr (gated)
       Kd_.topRows(n).noalias() =
-          core_.cumulative_gates().col(0).head(n).template cast<A>().array().exp().matrix().asDiagonal() * K.topRows(n);
+          core_.scalar_gates().head(n).template cast<A>().array().exp().matrix().asDiagonal() * K.topRows(n);
     else
       Kd_.topRows(n) = K.topRows(n);
 

@@ -4,6 +4,8 @@
 /// head in, output rows out, and the per-head state.
 #pragma once
 
+#include <cmath>
+
 #include "../core/tensor_view.hpp"
 #include "eigen_types.hpp"
 
@@ -16,7 +18,10 @@ void load_rows(const tensor_view<const T, 4>& x, index_t b, index_t t0, index_t 
   const index_t D = x.extent(3), sd = x.stride(3);
   for (index_t r = 0; r < rows; ++r) {
     const T* src = &x(b, t0 + r, head, 0);
-    for (index_t d = 0; d < D; ++d) dst(r, d) = factor * static_cast<A>(src[d * sd]);
+    if (sd == 1)  // contiguous rows: a vectorised convert-and-scale
+      dst.row(r) = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(src, D).template cast<A>() * factor;
+    else
+      for (index_t d = 0; d < D; ++d) dst(r, d) = factor * static_cast<A>(src[d * sd]);
   }
 }
 
@@ -27,8 +32,19 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
   const index_t D = out.extent(3), sd = out.stride(3);
   for (index_t r = 0; r < rows; ++r) {
     T* dst = &out(b, t0 + r, head, 0);
-    for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(src(r, d));
+    if (sd == 1)
+      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(dst, D) = src.row(r).template cast<T>();
+    else
+      for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(src(r, d));
   }
+}
+
+/// True when every entry of x is finite: 0 * x sums to NaN exactly when an entry is inf or
+/// NaN (a vectorised reduction, unlike a loop of std::isfinite).
+template <class X>
+bool all_finite(const Eigen::MatrixBase<X>& x) {
+  using A = typename X::Scalar;
+  return !std::isnan((x.array() * A(0)).sum());
 }
 
 /// H = state(n, hv, :, :) ([K, V]), or zero when the state view is not given.
