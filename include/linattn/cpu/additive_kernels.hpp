@@ -4,9 +4,9 @@
 #pragma once
 
 #include "../core/family.hpp"
-#include "additive_recurrent.hpp"
 #include "additive_span.hpp"
 #include "kernels.hpp"
+#include "token_recurrence.hpp"
 
 namespace linattn::cpu {
 
@@ -16,7 +16,7 @@ struct kernels<additive_family> {
   template <class Rule, class T, class A, class Cum>
   using span = additive_span<Rule, T, A, Cum>;
   template <class Rule, class T, class A>
-  using tokens = additive_recurrent<Rule, T, A>;
+  using tokens = token_recurrence<Rule, T, A>;
 };
 
 }  // namespace linattn::cpu

@@ -5,9 +5,9 @@
 #pragma once
 
 #include "../core/family.hpp"
-#include "householder_recurrent.hpp"
 #include "householder_span.hpp"
 #include "kernels.hpp"
+#include "token_recurrence.hpp"
 
 namespace linattn::cpu {
 
@@ -17,7 +17,7 @@ struct kernels<householder_family> {
   template <class Rule, class T, class A, class Cum>
   using span = householder_span<Rule, T, A, Cum>;
   template <class Rule, class T, class A>
-  using tokens = householder_recurrent<Rule, T, A>;
+  using tokens = token_recurrence<Rule, T, A>;
 };
 
 }  // namespace linattn::cpu

@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Token-by-token recurrence of the additive family (MATH.md §1, §2): the definition, and the
-/// decode path. Per token: H <- decay_t(H); H += k v^T; o = H^T q   (H = S^T, [K, V]).
+/// Token-by-token recurrence of the matrix-state rules (MATH.md §1-§5): the definition of
+/// every rule, and the decode path. Per token, with H = S^T ([K, V]):
+///
+///   H <- decay_t(H)                  none, exp(g_t) H, or diag(exp(g_t)) H
+///   u  = v_t                         additive family (Hebbian write)
+///   u  = beta_t (v_t - H^T k_t)      Householder family (erase, then write)
+///   H += k_t u^T;   o_t = H^T q_t
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
@@ -14,11 +20,12 @@
 namespace linattn::cpu {
 
 template <class Rule, class T, class A>
-class additive_recurrent {
+class token_recurrence {
  public:
   using inputs_t = typename Rule::template inputs<T>;
+  static constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
 
-  additive_recurrent(index_t K, index_t V) : H_(K, V), q_(K), k_(K), v_(V), o_(V) {}
+  token_recurrence(index_t K, index_t V) : H_(K, V), q_(K), k_(K), u_(V), o_(V) {}
 
   /// Runs tokens [t0, t0 + n) of batch row b for value head hv (q/k head hq), reading the
   /// state from s_in(seq) and writing it to s_out(seq) (either may be absent or alias).
@@ -29,13 +36,17 @@ class additive_recurrent {
     for (index_t t = t0; t < t0 + n; ++t) {
       load_rows(in.q, b, t, hq, 1, q_, scale);
       load_rows(in.k, b, t, hq, 1, k_, A(1));
-      load_rows(in.v, b, t, hv, 1, v_, A(1));
+      load_rows(in.v, b, t, hv, 1, u_, A(1));
       if constexpr (Rule::decay == decay_kind::scalar) {
         H_ *= std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv)));
       } else if constexpr (Rule::decay == decay_kind::vector) {
         for (index_t d = 0; d < H_.rows(); ++d) H_.row(d) *= std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv, d)));
       }
-      H_.noalias() += k_.transpose() * v_;
+      if constexpr (corrects) {
+        u_.noalias() -= k_ * H_;  // v - S k   [V]
+        u_ *= Rule::beta(in, b, t, hv, k_.squaredNorm());
+      }
+      H_.noalias() += k_.transpose() * u_;
       o_.noalias() = q_ * H_;
       store_rows(out, b, t, hv, 1, o_);
     }
@@ -43,9 +54,9 @@ class additive_recurrent {
   }
 
  private:
-  mat<A> H_;               // [K, V]
-  row_vec<A> q_, k_, v_;   // [K], [K], [V]
-  row_vec<A> o_;           // [V]
+  mat<A> H_;                // [K, V]
+  row_vec<A> q_, k_, u_;    // [K], [K], [V]  (u: the value, then what is written)
+  row_vec<A> o_;            // [V]
 };
 
 }  // namespace linattn::cpu
