@@ -29,6 +29,10 @@ class seqlens_view {
   constexpr bool given() const { return given_; }
   constexpr bool null() const { return p64_ == nullptr && p32_ == nullptr; }
   constexpr index_t size() const { return size_; }
+  /// Element stride, the first offset's address and its width (for backends that copy them).
+  constexpr index_t stride() const { return stride_; }
+  constexpr const void* data() const { return p64_ ? static_cast<const void*>(p64_) : static_cast<const void*>(p32_); }
+  constexpr bool wide() const { return p64_ != nullptr; }
   constexpr index_t operator[](index_t i) const {
     return p64_ ? static_cast<index_t>(p64_[i * stride_]) : static_cast<index_t>(p32_[i * stride_]);
   }

@@ -95,9 +95,10 @@ class call_checker {
  public:
   using inputs_t = typename Rule::template inputs<T>;
 
-  call_checker(form f, const inputs_t& in, const options<Real>& opt)
+  /// `api` prefixes the function name in messages ("linattn::" or "linattn::cuda::").
+  call_checker(form f, const inputs_t& in, const options<Real>& opt, const char* api = "linattn::")
       : form_(f), in_(in), opt_(opt) {
-    fn_ = std::string("linattn::") + form_name(f) + "<" + Rule::name + ">";
+    fn_ = std::string(api) + form_name(f) + "<" + Rule::name + ">";
   }
 
   /// Checks inputs, options and the output; `state` is decode_step's in-place state.

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// CUDA benchmarks: median CUDA-event time of linattn::cuda calls on shapes that fill the GPU
+/// (DESIGN.md §7), with the L2 cache flushed before every timed call (as triton's do_bench
+/// does, so the fla comparison is like for like), next to the memory floor from a
+/// device-to-device copy timed in the same run.
+///
+///   linattn_bench_cuda [--json FILE] [--reps N] [--shape I]
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <linattn/cuda.cuh>
+
+namespace {
+
+namespace la = linattn;
+using la::index_t;
+
+void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+/// Random values from a counter hash: normal-ish (sum of uniforms), or shaped for gates/beta.
+enum class fill_kind { normal, log_gate, beta };
+
+__device__ float uniform(unsigned long long i, unsigned seed) {
+  unsigned long long x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (unsigned long long)(seed) * 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  return float(x >> 40) * (1.0f / 16777216.0f);
+}
+
+template <class T>
+__global__ void fill(T* p, index_t n, unsigned seed, fill_kind kind) {
+  for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(gridDim.x) * blockDim.x) {
+    float x = uniform(i, seed) + uniform(i, seed + 1) + uniform(i, seed + 2) - 1.5f;  // ~N(0, 1/4)
+    if (kind == fill_kind::log_gate) x = -log1pf(__expf(-(2.0f * x + 3.0f)));      // logsigmoid(N + 3)
+    if (kind == fill_kind::beta) x = 1.0f / (1.0f + __expf(-2.0f * x));             // sigmoid(N)
+    p[i] = la::cuda::detail::from_float<T>(x);
+  }
+}
+
+/// Scales each row of D elements to unit L2 norm (keys of the delta rules).
+template <class T>
+__global__ void normalise_rows(T* p, index_t rows, int D) {
+  const index_t r = blockIdx.x * index_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows) return;
+  float s = 0;
+  for (int i = threadIdx.x % 32; i < D; i += 32) s += la::cuda::detail::to_float(p[r * D + i]) * la::cuda::detail::to_float(p[r * D + i]);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float inv = rsqrtf(s);
+  for (int i = threadIdx.x % 32; i < D; i += 32) p[r * D + i] = la::cuda::detail::from_float<T>(la::cuda::detail::to_float(p[r * D + i]) * inv);
+}
+
+template <class T>
+T* device_random(index_t n, unsigned seed, fill_kind kind) {
+  T* p = nullptr;
+  ok(cudaMalloc(&p, std::size_t(n) * sizeof(T)), "cudaMalloc");
+  fill<<<1024, 256>>>(p, n, seed, kind);
+  ok(cudaGetLastError(), "fill");
+  return p;
+}
+
+/// Median event time (ms) of fn over `reps` calls after 3 warm-ups; the L2 cache is flushed
+/// (a 256 MiB memset) before each timed call, outside the timed region.
+double median_ms(const std::function<void()>& fn, int reps) {
+  static void* flush = nullptr;
+  const std::size_t flush_bytes = std::size_t(256) << 20;
+  if (!flush) ok(cudaMalloc(&flush, flush_bytes), "cudaMalloc(flush)");
+  for (int i = 0; i < 3; ++i) fn();
+  ok(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    ok(cudaMemsetAsync(flush, i & 0xff, flush_bytes), "flush");
+    cudaEventRecord(a);
+    fn();
+    cudaEventRecord(b);
+    ok(cudaEventSynchronize(b), "timed call");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct row {
+  std::string name;
+  int B, T, H, D;
+  double ms, floor_ms;
+};
+
+/// Bytes/s of a large device-to-device copy, counting bytes read and written.
+double copy_bandwidth(int reps) {
+  const std::size_t bytes = std::size_t(2) << 30;
+  void *src, *dst;
+  ok(cudaMalloc(&src, bytes), "cudaMalloc");
+  ok(cudaMalloc(&dst, bytes), "cudaMalloc");
+  ok(cudaMemset(src, 1, bytes), "cudaMemset");
+  const double ms = median_ms([&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice); }, reps);
+  cudaFree(src);
+  cudaFree(dst);
+  return 2.0 * double(bytes) / (ms * 1e-3);
+}
+
+using E = __nv_bfloat16;
+
+/// Random GatedDelta inputs (bf16, K = V = D, HV = H), an output and an fp32 state, on the
+/// device for as long as the object lives.
+struct gated_delta_buffers {
+  int B, T, H, D;
+  index_t qk, tok;
+  E *q, *k, *v, *g, *beta, *o = nullptr;
+  float* state;
+
+  gated_delta_buffers(int B_, int T_, int H_, int D_, unsigned seed)
+      : B(B_), T(T_), H(H_), D(D_), qk(index_t(B_) * T_ * H_ * D_), tok(index_t(B_) * T_ * H_) {
+    q = device_random<E>(qk, seed, fill_kind::normal);
+    k = device_random<E>(qk, seed + 1, fill_kind::normal);
+    normalise_rows<<<unsigned((tok + 7) / 8), 256>>>(k, tok, D);
+    v = device_random<E>(qk, seed + 2, fill_kind::normal);
+    g = device_random<E>(tok, seed + 3, fill_kind::log_gate);
+    beta = device_random<E>(tok, seed + 4, fill_kind::beta);
+    state = device_random<float>(index_t(B) * H * D * D, seed + 5, fill_kind::normal);
+    ok(cudaMalloc(&o, std::size_t(qk) * sizeof(E)), "cudaMalloc");
+  }
+  gated_delta_buffers(const gated_delta_buffers&) = delete;
+  gated_delta_buffers& operator=(const gated_delta_buffers&) = delete;
+  ~gated_delta_buffers() {
+    for (void* p : {(void*)q, (void*)k, (void*)v, (void*)g, (void*)beta, (void*)o, (void*)state}) cudaFree(p);
+  }
+  la::GatedDelta::inputs<E> inputs() const {
+    return {.q = la::view<const E>(q, B, T, H, D), .k = la::view<const E>(k, B, T, H, D),
+            .v = la::view<const E>(v, B, T, H, D), .g = la::view<const E>(g, B, T, H),
+            .beta = la::view<const E>(beta, B, T, H)};
+  }
+  la::tensor_view<E, 4> out() const { return la::view(o, B, T, H, D); }
+  la::tensor_view<float, 4> states() const { return la::view(state, B, H, D, D); }
+  double state_bytes() const { return double(B) * H * D * D * 4; }
+};
+
+/// GatedDelta chunkwise (or recurrent) forward with the final state written (no initial
+/// state), as fla's chunk_gated_delta_rule with output_final_state=True.
+row forward(const char* form, int B, int T, int H, int D, int reps, double bw) {
+  const gated_delta_buffers x(B, T, H, D, 1);
+  const auto in = x.inputs();
+  la::options<float> opt;
+  opt.final_state = x.states();
+  const bool chunked = std::string(form) == "chunkwise";
+  const double ms = median_ms([&] {
+    if (chunked) la::cuda::chunkwise_forward<la::GatedDelta>(in, x.out(), opt);
+    else la::cuda::recurrent_forward<la::GatedDelta>(in, x.out(), opt);
+  }, reps);
+  // memory floor: read q, k, v, g, beta once, write o and the final state once
+  const double bytes = double(x.qk) * 4 * sizeof(E) + double(x.tok) * 2 * sizeof(E) + x.state_bytes();
+  return {std::string("GatedDelta bf16 ") + form, B, T, H, D, ms, bytes / bw * 1e3};
+}
+
+/// One decode step of GatedDelta (bf16 inputs, fp32 state in place) for B sequences.
+row decode(int B, int H, int D, int reps, double bw) {
+  const gated_delta_buffers x(B, 1, H, D, 11);
+  const auto in = x.inputs();
+  const double ms = median_ms([&] { la::cuda::decode_step<la::GatedDelta>(in, x.out(), x.states()); }, reps);
+  return {"GatedDelta bf16 decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};  // state read + written
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json;
+  int reps = 30, only = -1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--shape" && i + 1 < argc) only = std::atoi(argv[++i]);  // one chunkwise shape (for profilers)
+  }
+  cudaDeviceProp prop{};
+  ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const double bw = copy_bandwidth(reps);
+  std::printf("device: %s, %d SMs; copy bandwidth %.2f TB/s (read + write)\n", prop.name, prop.multiProcessorCount, bw / 1e12);
+  std::vector<row> rows;
+  const int shapes[][3] = {{1, 8192, 16}, {4, 4096, 16}, {8, 2048, 32}, {2, 16384, 16}, {16, 4096, 32}};
+  if (only >= 0) {
+    const auto& s = shapes[only];
+    rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
+    std::printf("%s B%d T%d H%d: %.4f ms\n", rows[0].name.c_str(), s[0], s[1], s[2], rows[0].ms);
+    return 0;
+  }
+  for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
+  rows.push_back(forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw));
+  for (int B : {1, 8, 32, 64}) rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
+
+  std::printf("\n%-32s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");
+  for (const auto& r : rows)
+    std::printf("%-32s %4d %6d %4d %4d %12.4f %12.4f %8.2f\n", r.name.c_str(), r.B, r.T, r.H, r.D, r.ms, r.floor_ms,
+                r.ms / r.floor_ms);
+  if (!json.empty()) {
+    FILE* f = std::fopen(json.c_str(), "w");
+    std::fprintf(f, "{\"device\": \"%s\", \"copy_bytes_per_s\": %.6e, \"rows\": [\n", prop.name, bw);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      std::fprintf(f, "  {\"name\": \"%s\", \"B\": %d, \"T\": %d, \"H\": %d, \"D\": %d, \"ms\": %.6f, \"floor_ms\": %.6f}%s\n",
+                   r.name.c_str(), r.B, r.T, r.H, r.D, r.ms, r.floor_ms, i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return 0;
+}

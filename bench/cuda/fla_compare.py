@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Times fla's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule (Triton) on the
+shapes of bench/cuda/bench_cuda.cu, in the same way (median of do_bench, which flushes the L2
+before every call), and prints our/fla time ratios from the JSON that linattn_bench_cuda wrote.
+
+    python3 bench/cuda/fla_compare.py --ours build-cuda-dev/cuda_bench.json
+
+Needs torch, triton and fla-core (measurement only; never a dependency of the library)."""
+import argparse
+import json
+
+import torch
+import torch.nn.functional as F
+import triton.testing
+from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+
+
+def inputs(B, T, H, D, dtype=torch.bfloat16):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(B, T, H, D, device="cuda", dtype=dtype, generator=g)
+    k = F.normalize(torch.randn(B, T, H, D, device="cuda", dtype=torch.float32, generator=g), dim=-1).to(dtype)
+    v = torch.randn(B, T, H, D, device="cuda", dtype=dtype, generator=g)
+    gate = F.logsigmoid(torch.randn(B, T, H, device="cuda", generator=g) + 3.0).to(dtype)
+    beta = torch.sigmoid(torch.randn(B, T, H, device="cuda", generator=g)).to(dtype)
+    return q, k, v, gate, beta
+
+
+def time_ms(fn, reps):
+    return triton.testing.do_bench(fn, warmup=25, rep=max(100, reps), return_mode="median")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ours", required=True, help="JSON written by linattn_bench_cuda --json")
+    ap.add_argument("--reps", type=int, default=200, help="do_bench repetition budget in ms")
+    args = ap.parse_args()
+    ours = json.load(open(args.ours))
+    print(f"\nfla comparison on {torch.cuda.get_device_name()} (torch {torch.__version__})")
+    print(f"{'case':32s} {'B':>4s} {'T':>6s} {'H':>4s} {'linattn ms':>11s} {'fla ms':>9s} {'linattn/fla':>12s}")
+    for r in ours["rows"]:
+        B, T, H, D = r["B"], r["T"], r["H"], r["D"]
+        q, k, v, gate, beta = inputs(B, T, H, D)
+        if r["name"].endswith("chunkwise"):
+            fn = lambda: chunk_gated_delta_rule(q, k, v, g=gate, beta=beta, output_final_state=True)
+        elif r["name"].endswith("recurrent"):  # fla's recurrent kernel reads the gates as fp32
+            g32 = gate.float()
+            fn = lambda: fused_recurrent_gated_delta_rule(q, k, v, g=g32, beta=beta, output_final_state=True)
+        else:  # decode: one token, state carried in and out
+            g32 = gate.float()
+            s0 = torch.randn(B, H, D, D, device="cuda", dtype=torch.float32)
+            fn = lambda: fused_recurrent_gated_delta_rule(q, k, v, g=g32, beta=beta, initial_state=s0, output_final_state=True)
+        fla_ms = time_ms(fn, args.reps)
+        print(f"{r['name']:32s} {B:4d} {T:6d} {H:4d} {r['ms']:11.4f} {fla_ms:9.4f} {r['ms'] / fla_ms:12.2f}")
+        del q, k, v, gate, beta
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// What every CUDA kernel of a call needs: the caller's views, the sequences, the resolved
+/// scale and head grouping. The chunkwise kernels add their workspace to it (chunk_args.cuh).
+#pragma once
+
+#include "../core/options.hpp"
+#include "../core/problem.hpp"
+#include "../core/tensor_view.hpp"
+#include "spans.cuh"
+
+namespace linattn::cuda::detail {
+
+template <class Rule, class T>
+struct call_args {
+  typename Rule::template inputs<T> in;
+  tensor_view<T, 4> out;           // [B, T, HV, V]
+  tensor_view<const float, 4> s0;  // [N, HV, K, V] or not given
+  tensor_view<float, 4> s1;        // [N, HV, K, V] or not given (may alias s0)
+  const span* seqs = nullptr;      // [N], or null: sequence n is batch row n, all `length` tokens
+  int length = 0;                  // T
+  int group = 1;                   // HV / H
+  float scale = 1.0f;
+
+  call_args() = default;
+  call_args(const typename Rule::template inputs<T>& inputs, const tensor_view<T, 4>& output,
+            const tensor_view<const float, 4>& state_in, const tensor_view<float, 4>& state_out,
+            const linattn::detail::problem& p)
+      : in(inputs), out(output), s0(state_in), s1(state_out), length(int(p.T)), group(int(p.group)),
+        scale(float(p.scale)) {}
+
+  /// Sequence n: from the table, or batch row n.
+  __device__ span sequence(index_t n) const { return seqs ? seqs[n] : span{int(n), 0, length, 0}; }
+};
+
+}  // namespace linattn::cuda::detail

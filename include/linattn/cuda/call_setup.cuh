@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Host side of every CUDA call: the CPU API's validation (same messages, nothing written on
+/// failure), the checks only the device path needs (device memory, supported sizes), and a
+/// stream-ordered scratch allocation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../core/options.hpp"
+#include "../core/problem.hpp"
+#include "../core/validate.hpp"
+#include "spans.cuh"
+#include "status.cuh"
+
+namespace linattn::cuda::detail {
+
+using linattn::detail::form;
+using linattn::detail::problem;
+
+/// Host copy of options::cu_seqlens (which may live in host or device memory): the offsets are
+/// read once per call on the host, to validate them and to build the chunk table.
+class host_seqlens {
+ public:
+  explicit host_seqlens(const seqlens_view& cu) {
+    if (!cu.given() || cu.null() || cu.size() < 1) {
+      view_ = cu;
+      return;
+    }
+    const std::size_t width = cu.wide() ? 8 : 4;
+    const index_t n = cu.size(), stride = cu.stride();
+    std::vector<unsigned char> raw;
+    if (stride > 0) {
+      raw.resize(std::size_t((n - 1) * stride + 1) * width);
+      check(cudaMemcpy(raw.data(), cu.data(), raw.size(), cudaMemcpyDefault), "cudaMemcpy(cu_seqlens)");
+    }
+    values_.resize(std::size_t(n));
+    for (index_t i = 0; i < n; ++i) {
+      const auto* src = static_cast<const unsigned char*>(cu.data()) + std::ptrdiff_t(i * stride) * std::ptrdiff_t(width);
+      unsigned char e[8];
+      if (stride > 0) std::memcpy(e, raw.data() + std::size_t(i * stride) * width, width);
+      else check(cudaMemcpy(e, src, width, cudaMemcpyDefault), "cudaMemcpy(cu_seqlens)");
+      if (width == 8) std::memcpy(&values_[std::size_t(i)], e, 8);
+      else {
+        std::int32_t x;
+        std::memcpy(&x, e, 4);
+        values_[std::size_t(i)] = x;
+      }
+    }
+    view_ = tensor_view<const std::int64_t, 1>(values_.data(), {n}, {1});
+  }
+  const seqlens_view& view() const { return view_; }
+
+ private:
+  std::vector<std::int64_t> values_;
+  seqlens_view view_;
+};
+
+/// True when p points into device (or managed) memory.
+inline bool on_device(const void* p) {
+  if (p == nullptr) return true;  // null views are reported by the shape checks
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error of an unregistered host pointer
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/// Validates a CUDA call: the CPU checks, then device memory and the sizes the kernels
+/// support. `state` is decode_step's in-place state. Returns the problem with cu_seqlens
+/// pointing at `cu` (kept alive by the caller).
+template <class Rule, class T>
+problem validate(form f, const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                 const options<float>& opt, const tensor_view<float, 4>* state, const host_seqlens& cu) {
+  options<float> host_opt = opt;
+  host_opt.cu_seqlens = cu.view();
+  host_opt.check_finite = false;
+  linattn::detail::call_checker<Rule, T, float> checker(f, in, host_opt, "linattn::cuda::");
+  problem p = checker.check(out, state);
+  if (opt.check_finite)
+    checker.fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");
+  if (!((p.K == 64 || p.K == 128) && (p.V == 64 || p.V == 128)))
+    checker.fail("q", "and 'v' give K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) +
+                          "; the CUDA kernels support K, V in {64, 128}");
+  if (f == form::chunkwise && opt.chunk_size != chunk)
+    checker.fail("options.chunk_size", "is " + std::to_string(opt.chunk_size) + "; the CUDA chunkwise form uses 64");
+  if (p.B * p.T >= (index_t(1) << 31)) checker.fail("q", "has B * T >= 2^31 tokens");
+  const auto device_view = [&](const char* name, const void* ptr) {
+    if (!on_device(ptr)) checker.fail(name, "is not in device memory (cudaMalloc'd or managed memory expected)");
+  };
+  device_view("q", in.q.data());
+  device_view("k", in.k.data());
+  device_view("v", in.v.data());
+  device_view("out", out.data());
+  if (state) device_view("state", state->data());
+  device_view("options.initial_state", opt.initial_state.data());
+  device_view("options.final_state", opt.final_state.data());
+  return p;
+}
+
+/// Device scratch from the stream-ordered allocator, freed (stream-ordered) at scope exit.
+class scratch {
+ public:
+  scratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
+    if (bytes) check(cudaMallocAsync(&ptr_, bytes, stream), "cudaMallocAsync(workspace)");
+  }
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+  ~scratch() {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+  }
+  /// Carves `count` elements of U, 256-byte aligned.
+  template <class U>
+  U* take(std::size_t count) {
+    U* p = reinterpret_cast<U*>(static_cast<unsigned char*>(ptr_) + used_);
+    used_ += (count * sizeof(U) + 255) / 256 * 256;
+    return p;
+  }
+  static std::size_t round(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t used_ = 0;
+  cudaStream_t stream_;
+};
+
+/// Uploads a table of spans into scratch (stream-ordered; the host vector may die after).
+inline const span* upload(scratch& ws, const std::vector<span>& table, cudaStream_t stream) {
+  if (table.empty()) return nullptr;
+  span* d = ws.take<span>(table.size());
+  check(cudaMemcpyAsync(d, table.data(), table.size() * sizeof(span), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync(sequence table)");
+  return d;
+}
+
+}  // namespace linattn::cuda::detail

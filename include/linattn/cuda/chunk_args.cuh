@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Arguments of the chunkwise kernels: the call's (call_args.cuh), the chunk table, and the
+/// workspace through which the chunk-local pass hands W, U, the masked
+/// intra-chunk scores and the gate cumsums to the sequential state pass.
+#pragma once
+
+#include "../core/tensor_view.hpp"
+#include "call_args.cuh"
+#include "spans.cuh"
+
+namespace linattn::cuda::detail {
+
+template <class Rule, class T>
+struct chunk_args : call_args<Rule, T> {
+  using call_args<Rule, T>::call_args;
+  const span* chunks = nullptr;           // [chunks], or null: `length` tokens per batch row
+  // workspace, written by the chunk-local pass
+  tensor_view<T, 4> w;                    // [B, T, HV, K]  W = T diag(exp b) K
+  tensor_view<T, 4> u;                    // [B, T, HV, V]  U = T V
+  tensor_view<T, 4> scores;               // [B, T, HV, chunk]  scale (Q K^T ⊙ Gam), causal; only the
+                                          // 16x16 tiles on or below the diagonal are written
+  tensor_view<float, 3> gate_cumsum;      // [B, T, HV]  b = chunk-local cumsum of log gates
+};
+
+}  // namespace linattn::cuda::detail

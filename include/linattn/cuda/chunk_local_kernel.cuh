@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Chunkwise form, pass 1 (MATH.md §3.2 step 1 and §4.1): independent for every chunk and
+/// value head. With b the chunk-local cumsum of the log gates and Gam_ri = exp(b_r - b_i):
+///
+///   scores = scale (Q K^T ⊙ Gam)          causal incl. the diagonal      [C, C]
+///   A      = stril(diag(beta) (K K^T ⊙ Gam))                             [C, C]
+///   T      = (I + A)^{-1} diag(beta)      blocked inversion in fp32      [C, C]
+///   W      = T diag(exp b) K,  U = T V                                   [C, K], [C, V]
+///
+/// The additive family needs only b and the scores. Every exponent is <= 0.
+#pragma once
+
+#include "block_gemm.cuh"
+#include "chunk_args.cuh"
+#include "rule_coefficients.cuh"
+#include "tile_io.cuh"
+#include "unit_lower_inverse.cuh"
+
+namespace linattn::cuda::detail {
+
+/// Shared-memory layout of the chunk-local kernel (byte offsets).
+template <class Rule, class T, int K, int V>
+struct chunk_local_layout {
+  static constexpr int ldk = K + pad<T>, ldv = V + pad<T>, ldc = chunk + pad<T>, ldf = chunk + 4;
+  static constexpr int warps = 16;
+  static constexpr int threads = 32 * warps;
+  static constexpr int keys = 0;                                              // T [C, ldk]
+  static constexpr int queries = keys + chunk * ldk * int(sizeof(T));         // T [C, ldk], later exp(b) K
+  static constexpr int a = queries + chunk * ldk * int(sizeof(T));            // f32 [C, ldf]
+  static constexpr int t = a + (corrects<Rule> ? chunk * ldf * 4 : 0);        // f32 [C, ldf]
+  static constexpr int t_op = t + (corrects<Rule> ? chunk * ldf * 4 : 0);     // T [C, ldc]
+  static constexpr int stage = t_op + (corrects<Rule> ? chunk * ldc * int(sizeof(T)) : 0);  // f32 [warps, 16x20]
+  static constexpr int gates = stage + warps * stage_floats * 4;              // f32 [C]
+  static constexpr int betas = gates + chunk * 4;                             // f32 [C]
+  static constexpr int end = betas + chunk * 4;
+  // V [C, ldv] is loaded once A is no longer needed: into A's place when it fits (16-bit
+  // inputs), which keeps two blocks per multiprocessor.
+  static constexpr bool values_in_a = chunk * ldv * int(sizeof(T)) <= chunk * ldf * 4;
+  static constexpr int values = values_in_a ? a : end;
+  static constexpr int bytes = values_in_a || !corrects<Rule> ? end : end + chunk * ldv * int(sizeof(T));
+};
+
+template <class Rule, class T, int K, int V>
+__global__ void __launch_bounds__(512) chunk_local_kernel(chunk_args<Rule, T> args) {
+  using L = chunk_local_layout<Rule, T, K, V>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* keys = reinterpret_cast<T*>(smem + L::keys);
+  T* queries = reinterpret_cast<T*>(smem + L::queries);
+  T* values = reinterpret_cast<T*>(smem + L::values);
+  float* a = reinterpret_cast<float*>(smem + L::a);
+  float* tri = reinterpret_cast<float*>(smem + L::t);
+  T* tri_op = reinterpret_cast<T*>(smem + L::t_op);
+  float* stage = reinterpret_cast<float*>(smem + L::stage);
+  float* gates = reinterpret_cast<float*>(smem + L::gates);
+  float* betas = reinterpret_cast<float*>(smem + L::betas);
+
+  const int per_row = (args.length + chunk - 1) / chunk;
+  const int first = int(blockIdx.x % per_row) * chunk;
+  const span c = args.chunks ? args.chunks[blockIdx.x]
+                             : span{int(blockIdx.x / per_row), first, min(chunk, args.length - first), 0};
+  const index_t hv = blockIdx.y, h = hv / args.group;
+  const index_t b = c.b, t0 = c.start;
+  const int n = c.length;
+  const auto& in = args.in;
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+
+  load_rows<chunk, K>(keys, L::ldk, in.k, b, t0, n, h);
+  load_rows<chunk, K>(queries, L::ldk, in.q, b, t0, n, h);
+  commit_copies();
+  if (tid < chunk) gates[tid] = tid < n ? log_gate<Rule, T>(in, b, t0 + tid, hv) : 0.0f;
+  wait_copies<0>();
+  __syncthreads();
+
+  // beta needs ||k||^2: one warp per row.
+  if constexpr (corrects<Rule>) {
+    for (int r = warp; r < chunk; r += L::warps) {
+      float kk = 0.0f;
+      for (int i = lane; i < K; i += 32) {
+        const float x = to_float(keys[r * L::ldk + i]);
+        kk += x * x;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
+      if (lane == 0) betas[r] = r < n ? write_strength<Rule, T>(in, b, t0 + r, hv, kk) : 0.0f;
+    }
+  }
+  if (warp == L::warps - 1) {  // chunk-local cumsum: two gates per lane, then a warp scan
+    const float g0 = gates[2 * lane], g1 = g0 + gates[2 * lane + 1];
+    float run = g1;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float up = __shfl_up_sync(0xffffffffu, run, o);
+      if (lane >= o) run += up;
+    }
+    gates[2 * lane] = run - g1 + g0;
+    gates[2 * lane + 1] = run;
+  }
+  __syncthreads();
+  if (tid < n) args.gate_cumsum(b, t0 + tid, hv) = gates[tid];
+
+  // scores = scale (Q K^T ⊙ Gam), causal; rows past n are not stored.
+  const float scale = args.scale;
+  block_gemm<T, row_major, col_major, chunk, chunk, K, false, true>(queries, L::ldk, keys, L::ldk, stage,
+      [&](int r, int j, const float (&x)[8]) {
+        if (r >= n) return;
+        float y[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) y[e] = j + e <= r ? scale * x[e] * __expf(gates[r] - gates[j + e]) : 0.0f;
+        store8_aligned(&args.scores(b, t0 + r, hv, j), y);
+      });
+  if constexpr (corrects<Rule>) {
+    // A = stril(diag(beta) (K K^T ⊙ Gam))
+    block_gemm<T, row_major, col_major, chunk, chunk, K, false, true>(keys, L::ldk, keys, L::ldk, stage,
+        [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            a[r * L::ldf + j + e] = j + e < r ? betas[r] * x[e] * __expf(gates[r] - gates[j + e]) : 0.0f;
+        });
+    __syncthreads();
+    invert_unit_lower(a, L::ldf, tri, L::ldf, stage);  // tri = (I + A)^{-1}; A is free now
+    load_rows<chunk, V>(values, L::ldv, in.v, b, t0, n, hv);
+    commit_copies();
+    for (int e = tid; e < chunk * chunk; e += int(blockDim.x)) {  // T = (I + A)^{-1} diag(beta)
+      const int r = e / chunk, j = e % chunk;
+      tri_op[r * L::ldc + j] = from_float<T>(tri[r * L::ldf + j] * betas[j]);
+    }
+    // keys pre-decayed to the chunk start: exp(b_r) k_r (into the queries' tile, now free)
+    for (int e = tid; e < chunk * K / 8; e += int(blockDim.x)) {
+      const int r = e / (K / 8), i = (e % (K / 8)) * 8;
+      float x[8];
+      load8(keys + r * L::ldk + i, x);
+      const float f = __expf(gates[r]);
+#pragma unroll
+      for (int m = 0; m < 8; ++m) x[m] *= f;
+      store8_aligned(queries + r * L::ldk + i, x);
+    }
+    wait_copies<0>();
+    __syncthreads();
+    block_gemm<T, row_major, row_major, chunk, K, chunk, true>(tri_op, L::ldc, queries, L::ldk, stage,
+        [&](int r, int i, const float (&x)[8]) {
+          if (r < n) store8_aligned(&args.w(b, t0 + r, hv, i), x);
+        });
+    block_gemm<T, row_major, row_major, chunk, V, chunk, true>(tri_op, L::ldc, values, L::ldv, stage,
+        [&](int r, int j, const float (&x)[8]) {
+          if (r < n) store8_aligned(&args.u(b, t0 + r, hv, j), x);
+        });
+  }
+}
+
+}  // namespace linattn::cuda::detail

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Token-by-token recurrence on the device (the recurrent form and decode_step). One block
+/// owns one sequence, one value head and 32 value columns of H = S^T [K, V]; thread (w, j)
+/// keeps rows [w K/4, (w+1) K/4) of column j in registers, so the state is read once and
+/// written once per call. Per token, with alpha = exp(g_t):
+///
+///   p = H^T k, r = H^T (scale q)               one pass over the registers, 4-way reduction
+///   u = beta (v - alpha p)   (additive: u = v)
+///   o = alpha r + (k . scale q) u
+///   H <- alpha H + k u^T
+#pragma once
+
+#include "../core/tensor_view.hpp"
+#include "rule_coefficients.cuh"
+#include "call_args.cuh"
+
+namespace linattn::cuda::detail {
+
+template <class Rule, class T>
+using token_args = call_args<Rule, T>;
+
+inline constexpr int token_block_warps = 4;
+
+template <class Rule, class T, int K>
+__global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
+  constexpr int W = token_block_warps, R = K / W;
+  static_assert(K % W == 0, "K must split over the warps");
+  __shared__ float qk[2][2][K];      // [parity][q or k][K]
+  __shared__ float partial[2][2][W][32];  // [parity][p or r][warp][column]
+
+  const index_t n_seq = blockIdx.x, hv = blockIdx.y, v0 = index_t(blockIdx.z) * 32;
+  const index_t h = hv / args.group;
+  const span s = args.sequence(n_seq);
+  const index_t b = s.b;
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const index_t j = v0 + lane;
+  const auto& in = args.in;
+
+  float hreg[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) hreg[i] = args.s0.data() ? args.s0(n_seq, hv, warp * R + i, j) : 0.0f;
+
+  for (int step = 0; step < s.length; ++step) {
+    const index_t t = s.start + step;
+    const int par = step & 1;
+    for (int i = tid; i < K; i += 32 * W) {
+      qk[par][0][i] = args.scale * to_float(in.q(b, t, h, i));
+      qk[par][1][i] = to_float(in.k(b, t, h, i));
+    }
+    const float v = to_float(in.v(b, t, hv, j));
+    const float alpha = __expf(log_gate<Rule, T>(in, b, t, hv));
+    __syncthreads();
+    float p = 0.0f, r = 0.0f;
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      p += hreg[i] * qk[par][1][warp * R + i];
+      r += hreg[i] * qk[par][0][warp * R + i];
+    }
+    partial[par][0][warp][lane] = p;
+    partial[par][1][warp][lane] = r;
+    // k . q and ||k||^2, each warp for itself
+    float kq = 0.0f, kk = 0.0f;
+    for (int i = lane; i < K; i += 32) {
+      kq += qk[par][1][i] * qk[par][0][i];
+      kk += qk[par][1][i] * qk[par][1][i];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      kq += __shfl_xor_sync(0xffffffffu, kq, o);
+      kk += __shfl_xor_sync(0xffffffffu, kk, o);
+    }
+    __syncthreads();
+    p = 0.0f, r = 0.0f;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+      p += partial[par][0][w][lane];
+      r += partial[par][1][w][lane];
+    }
+    float u = v;
+    if constexpr (corrects<Rule>) u = write_strength<Rule, T>(in, b, t, hv, kk) * (v - alpha * p);
+    if (warp == 0) args.out(b, t, hv, j) = from_float<T>(alpha * r + kq * u);
+#pragma unroll
+    for (int i = 0; i < R; ++i) hreg[i] = alpha * hreg[i] + qk[par][1][warp * R + i] * u;
+  }
+  if (args.s1.data())
+#pragma unroll
+    for (int i = 0; i < R; ++i) args.s1(n_seq, hv, warp * R + i, j) = hreg[i];
+}
+
+}  // namespace linattn::cuda::detail

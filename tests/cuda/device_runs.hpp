@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Host-side entry points into the CUDA backend for the tests: each runs one form of one rule
+/// on the GPU for a float64 test problem, converted to the chosen input type, and returns the
+/// outputs and final states in float64. (Kept apart so that Catch2 and Eigen stay out of nvcc.)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "../support/reference.hpp"
+
+namespace cuda_tests {
+
+enum class dtype { f32, f16, bf16 };
+enum class form { recurrent, chunkwise, decode };
+
+inline const char* name(dtype t) { return t == dtype::f32 ? "float" : t == dtype::f16 ? "half" : "bfloat16"; }
+inline const char* name(form f) {
+  return f == form::recurrent ? "recurrent" : f == form::chunkwise ? "chunkwise" : "decode";
+}
+
+/// How the call is made.
+struct config {
+  bool use_s0 = true;        // pass the problem's s0 as initial state (decode: as the state)
+  bool want_state = true;    // ask for the final state
+  bool head_first = false;   // q, k, v, out stored [B, H, T, D] (strided views)
+  bool cu_on_device = true;  // cu_seqlens in device memory (else host memory)
+};
+
+struct outcome {
+  std::vector<double> o;  // [B, T, HV, V]
+  std::vector<double> s;  // [N, HV, K, V] (empty unless asked for)
+  bool out_all_written = true;  // no NaN left from the poison
+};
+
+/// True when a CUDA device is usable; otherwise `why` says what the runtime answered.
+bool device_present(std::string& why);
+
+/// Rounds the problem's inputs (q, k, v, gates, beta) to `t`, so that the float64 reference
+/// sees exactly the values the device reads.
+void round_inputs(ref::problem& p, dtype t);
+
+/// Runs `Rule` in form `f` on the device. decode runs the problem's T tokens as T
+/// successive decode_step calls of one token each.
+template <class Rule>
+outcome run(const ref::problem& p, dtype t, form f, const config& c);
+
+/// Calls chunkwise_forward<Rule> with a deliberately bad argument and returns the message of
+/// the linattn::error it throws (empty if none): "host_pointer", "head_size", "chunk_size".
+template <class Rule>
+std::string bad_call(const char* what);
+
+}  // namespace cuda_tests
