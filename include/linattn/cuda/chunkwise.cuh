@@ -2,7 +2,8 @@
 /// \file
 /// `linattn::cuda::chunkwise_forward<Rule>`: the chunkwise form on the GPU, chunk 64, in two
 /// launches: the chunk-local pass (parallel over chunks and value heads) and the state pass
-/// (parallel over sequences, value heads and 32-column blocks of V; sequential over chunks).
+/// (parallel over sequences, value heads and 16- or 32-column blocks of V; sequential over
+/// chunks).
 #pragma once
 
 #include <cuda_runtime.h>
