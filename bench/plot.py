@@ -256,7 +256,7 @@ def plot_threads(plt, rows, ctx, out):
     ax.set_xlabel("threads (options::threads)")
     ax.set_ylabel("speed-up over one thread (×, wall time)")
     ax.set_xticks(list(range(1, top + 1)))
-    ax.set_title(f"Thread scaling, B=1 T=8192 K=V=128 — {machine(ctx)}")
+    ax.set_title(f"Thread scaling, B=1 T=8192 K=V=128 — {machine(ctx)}", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -266,15 +266,22 @@ def plot_threads(plt, rows, ctx, out):
 
 
 def plot_decode(plt, rows, ctx, out):
+    """Time per call of decode_step and of the state copies; the memory floor and twice it."""
     if not rows:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4))
+    rows = sorted(rows, key=lambda r: r["name"])
+    fig, ax = plt.subplots(figsize=(8, 4))
     names = [r["name"] for r in rows]
     times = [r["cpu_ms"] * 1e3 for r in rows]
     ax.barh(range(len(rows)), times, color=["tab:green" if "decode" in n else "tab:gray" for n in names])
     ax.set_yticks(list(range(len(rows))), names, fontsize=7)
+    floor = [r["cpu_ms"] * 1e3 for r in rows if r["name"] == "copy_state/states:256"]
+    if floor:
+        ax.axvline(floor[0], color="k", linestyle=":", label="memory floor (copy of the state bytes)")
+        ax.axvline(2 * floor[0], color="tab:red", linestyle="--", label="2 × floor (target)")
+        ax.legend(fontsize=7, loc="lower right")
     ax.set_xlabel("time per call (µs, one core)")
-    ax.set_title(f"decode_step (B=1, H=16, K=V=128) against copies of the state bytes — {machine(ctx)}", fontsize=9)
+    ax.set_title(f"decode_step, B=1 H=16 K=V=128 (1 MiB state) — {machine(ctx)}", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
