@@ -7,9 +7,12 @@
 ///   (none)    main job: B=1 T=4096 H=8 K=V=128 C=64, every rule x form + gemm_1024
 ///   --sweep   T in {256, 1024, 4096, 16384}, K=V in {64, 128}, C in {16, 32, 64, 128}, H=4
 ///   --delta   GatedDelta at B=1 T=8192 H=16 K=V=128, every form, C in {16, 32, 64, 128}
+///   --threads GatedDelta and ScalarDecay at B=1 T=8192 H in {1, 2, 16}, 1 and 2 threads (wall time)
+///   --decode  decode_step<GatedDelta> at B=1 H=16 K=V=128 next to copies of the state bytes
 ///   --smoke   tiny shape, two iterations per row (the ctest `bench_smoke`)
 ///
-/// Results go to bench/results/forms.json (sweep: forms_sweep.json, delta: gated_delta.json) unless --benchmark_out
+/// Results go to bench/results/forms.json (sweep: forms_sweep.json, delta: gated_delta.json,
+/// threads: threads.json, decode: decode.json) unless --benchmark_out
 /// is given; a summary table is printed at the end.
 
 #include <benchmark/benchmark.h>
@@ -228,12 +231,70 @@ void bench_gemm(benchmark::State& state) {
   set_counters(state, 0, 2.0 * double(n) * double(n) * double(n));
 }
 
+// ---- decode -------------------------------------------------------------------------------
+
+/// decode_step<GatedDelta> at B=1, one token, H=16, K=V=128: the state ([1, H, K, V] fp32,
+/// 1 MiB) is read and written once per call at best. `states` distinct states are cycled
+/// through: 1 keeps it in cache (one layer decoding alone), 256 (256 MiB, more than the L3)
+/// makes every call fetch its state from memory, as a model with many layers does.
+constexpr index_t decode_H = 16, decode_D = 128;
+constexpr double decode_state_bytes = double(decode_H * decode_D * decode_D * sizeof(float));
+
+void bench_decode(benchmark::State& state, index_t states) {
+  const index_t H = decode_H, D = decode_D, per = H * D * D;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> q(H * D), k(H * D), v(H * D), out(H * D), g(H), beta(H);
+  std::vector<float> s(static_cast<std::size_t>(states * per));
+  for (float& x : q) x = normal(rng);
+  for (float& x : v) x = normal(rng);
+  for (float& x : s) x = 0.01f * normal(rng);
+  for (index_t h = 0; h < H; ++h) {
+    float n2 = 0;
+    for (index_t j = 0; j < D; ++j) n2 += (k[h * D + j] = normal(rng)) * k[h * D + j];
+    for (index_t j = 0; j < D; ++j) k[h * D + j] /= std::sqrt(n2);
+    g[h] = log_sigmoid(normal(rng) + 2.0f) / 16.0f;
+    beta[h] = 1.0f / (1.0f + std::exp(-normal(rng)));
+  }
+  const la::GatedDelta::inputs<float> in{.q = la::view(q.data(), 1, 1, H, D), .k = la::view(k.data(), 1, 1, H, D),
+                                         .v = la::view(v.data(), 1, 1, H, D), .g = la::view(g.data(), 1, 1, H),
+                                         .beta = la::view(beta.data(), 1, 1, H)};
+  la::options<float> opt;
+  opt.threads = 1;
+  index_t i = 0;
+  for (auto _ : state) {
+    la::decode_step<la::GatedDelta>(in, la::view(out.data(), 1, 1, H, D), la::view(s.data() + i * per, 1, H, D, D), opt);
+    i = (i + 1) % states;
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens_per_s"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(2 * decode_state_bytes * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+/// STREAM-like copy of `bytes` per iteration (read + write = 2 * bytes moved), cycling through
+/// `copies` distinct source/destination pairs (1: from cache; many: from memory).
+void bench_copy(benchmark::State& state, double bytes, index_t copies) {
+  const auto n = static_cast<index_t>(bytes / sizeof(float));
+  std::vector<float> a(static_cast<std::size_t>(copies * n), 1.0f), b(static_cast<std::size_t>(copies * n), 2.0f);
+  index_t i = 0;
+  for (auto _ : state) {
+    Eigen::Map<Eigen::VectorXf>(b.data() + i * n, n) = Eigen::Map<const Eigen::VectorXf>(a.data() + i * n, n);
+    i = (i + 1) % copies;
+    benchmark::DoNotOptimize(b.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes_per_second"] = benchmark::Counter(2 * bytes * double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 /// Per-row run settings of a mode: min_time in seconds (0 = the flag's), fixed iterations
 /// (0 = automatic) and repetitions (0 = the flag's; the summary takes their median).
 struct run_settings {
   double min_time = 0;
   int iterations = 0;
   int repetitions = 0;
+  bool wall = false;  // time every row by wall clock (thread scaling compares 1 with n threads)
 };
 
 /// Rows on one thread are timed by that thread's CPU time, which other processes on a shared
@@ -249,14 +310,15 @@ void apply(benchmark::internal::Benchmark* b, const run_settings& r, bool real_t
 template <class Rule>
 void add_form(form f, const shape& s, const run_settings& r) {
   std::string name = std::string(Rule::name) + "/" + form_name(f) + "/T:" + std::to_string(s.T) +
-                     "/K:" + std::to_string(s.K);
+                     "/H:" + std::to_string(s.H) + "/K:" + std::to_string(s.K);
   if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
   name += "/threads:" + std::to_string(s.threads);
   const double flops = useful_flops(f, std::is_same_v<typename Rule::family, la::householder_family>,
                                     Rule::decay != la::decay_kind::none, s);
-  add_row(name, row_info{Rule::name, f, s, flops, s.threads > 1});
+  const bool wall = r.wall || s.threads > 1;
+  add_row(name, row_info{Rule::name, f, s, flops, wall});
   const auto run = [f, s, flops](benchmark::State& st) { bench_form<Rule>(st, f, s, flops); };
-  apply(benchmark::RegisterBenchmark(name.c_str(), run), r, s.threads > 1);
+  apply(benchmark::RegisterBenchmark(name.c_str(), run), r, wall);
 }
 
 void add_gemm(const run_settings& r) {
@@ -285,7 +347,7 @@ void add_rules(const shape& s, const std::vector<index_t>& chunks, const std::ve
   (add_rule<Rules>(s, chunks, threads, parallel, r), ...);
 }
 
-enum class mode { main_job, sweep, delta, smoke };
+enum class mode { main_job, sweep, delta, threads, decode, smoke };
 
 void register_all(mode m) {
   using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn;
@@ -299,6 +361,26 @@ void register_all(mode m) {
     const run_settings r{0, 0, 3};
     add_rules<GatedDelta>(shape{1, 8192, 16, 128, 128, 64}, {16, 32, 64, 128}, {1}, true, r);
     add_gemm(r);
+  } else if (m == mode::threads) {
+    // Thread scaling at T=8192, K=V=128, wall time: H=16 (heads spread over threads) and
+    // H=1, H=2 (fewer heads than threads: the delta rule's chunks go across threads).
+    const run_settings r{0, 0, 3, true};
+    for (index_t H : {1, 2, 16}) {
+      add_rules<GatedDelta>(shape{1, 8192, H, 128, 128, 64}, {64}, {1, 2}, false, r);
+      add_rules<ScalarDecay>(shape{1, 8192, H, 128, 128, 64}, {64}, {1, 2}, false, r);
+    }
+  } else if (m == mode::decode) {
+    const run_settings r{0, 0, 5};
+    const auto reg = [&](const char* name, auto fn) {
+      add_row(name, row_info{"", form::recurrent, shape{}, 0});
+      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name, fn);
+      apply(b, r, false);
+      b->Unit(benchmark::kMicrosecond);
+    };
+    reg("GatedDelta/decode/H:16/K:128/states:1", [](benchmark::State& st) { bench_decode(st, 1); });
+    reg("GatedDelta/decode/H:16/K:128/states:256", [](benchmark::State& st) { bench_decode(st, 256); });
+    reg("copy_state/states:1", [](benchmark::State& st) { bench_copy(st, decode_state_bytes, 1); });
+    reg("copy_state/states:256", [](benchmark::State& st) { bench_copy(st, decode_state_bytes, 256); });
   } else if (m == mode::sweep) {
     const run_settings r{0.1, 0, 0};
     add_gemm(r);
@@ -325,7 +407,7 @@ class summary_reporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       const std::string name = r.run_name.function_name;
-      if (r.iterations <= 0 || !r.counters.count("gflops") || !registry().count(name)) continue;
+      if (r.iterations <= 0 || !registry().count(name)) continue;
       const double total =
           registry().at(name).real_time ? r.real_accumulated_time : r.cpu_accumulated_time;  // seconds
       if (r.run_type == Run::RT_Iteration) seconds_[name].push_back(total / double(r.iterations));
@@ -337,6 +419,7 @@ class summary_reporter : public benchmark::ConsoleReporter {
   void Finalize() override {
     ConsoleReporter::Finalize();
     if (mode_ == mode::sweep) print_sweep();
+    else if (mode_ == mode::decode) print_decode();
     else print_rows();
   }
 
@@ -356,8 +439,8 @@ class summary_reporter : public benchmark::ConsoleReporter {
   }
   /// Name of the recurrent row that matches a row (same rule, sizes, threads).
   static std::string recurrent_of(const row_info& i) {
-    return i.rule + "/recurrent/T:" + std::to_string(i.s.T) + "/K:" + std::to_string(i.s.K) +
-           "/threads:" + std::to_string(i.s.threads);
+    return i.rule + "/recurrent/T:" + std::to_string(i.s.T) + "/H:" + std::to_string(i.s.H) + "/K:" +
+           std::to_string(i.s.K) + "/threads:" + std::to_string(i.s.threads);
   }
 
   void line(const char* fmt, auto... args) const {
@@ -389,6 +472,21 @@ class summary_reporter : public benchmark::ConsoleReporter {
            seconds("gemm_1024") * 1e3, "-", gemm, "-", "100");
   }
 
+  /// decode_step and state copies: time per call, bytes moved per second (the state read and
+  /// written once), and the ratio to the memory floor = the cold copy of the state bytes.
+  void print_decode() const {
+    const double floor = seconds("copy_state/states:256");
+    line("\nDecode summary (one core, CPU time; state = 16 x 128 x 128 fp32 = 1 MiB, read and written once per"
+         " call; floor = copy_state/states:256, a copy of the state bytes from and to memory)");
+    line("%-42s %10s %10s %9s", "row", "us/call", "GB/s", "x floor");
+    for (const std::string& name : order()) {
+      const double t = seconds(name);
+      if (t == 0) continue;
+      line("%-42s %10.1f %10.2f %9s", name.c_str(), t * 1e6, 2 * decode_state_bytes / t * 1e-9,
+           floor > 0 ? fixed(t / floor, "%.2fx").c_str() : "-");
+    }
+  }
+
   /// One line per (rule, K, T): recurrent time, speed-ups of parallel and of each chunk size,
   /// and the best chunkwise GFLOP/s as a share of the GEMM row.
   void print_sweep() const {
@@ -402,7 +500,7 @@ class summary_reporter : public benchmark::ConsoleReporter {
       const double rec = seconds(rec_name);
       if (i.rule.empty() || i.f != form::recurrent || rec == 0) continue;
       const std::string stem = i.rule + "/";
-      const std::string tail = "/T:" + std::to_string(i.s.T) + "/K:" + std::to_string(i.s.K);
+      const std::string tail = "/T:" + std::to_string(i.s.T) + "/H:" + std::to_string(i.s.H) + "/K:" + std::to_string(i.s.K);
       const auto speedup = [&](const std::string& n) {
         const double t = seconds(n);
         return t > 0 ? fixed(rec / t, "%.3g") : std::string("-");
@@ -448,6 +546,10 @@ int main(int argc, char** argv) {
       m = mode::sweep;
     } else if (a == "--delta") {
       m = mode::delta;
+    } else if (a == "--threads") {
+      m = mode::threads;
+    } else if (a == "--decode") {
+      m = mode::decode;
     } else if (a == "--smoke") {
       m = mode::smoke;
     } else {
@@ -462,13 +564,17 @@ int main(int argc, char** argv) {
   if (!out_given && !listing && m != mode::smoke) {
     const std::filesystem::path dir = LINATTN_BENCH_RESULTS_DIR;
     std::filesystem::create_directories(dir);
-    const char* file = m == mode::sweep ? "forms_sweep.json" : m == mode::delta ? "gated_delta.json" : "forms.json";
+    const char* file = m == mode::sweep    ? "forms_sweep.json"
+                       : m == mode::delta  ? "gated_delta.json"
+                       : m == mode::threads ? "threads.json"
+                       : m == mode::decode  ? "decode.json"
+                                            : "forms.json";
     args.push_back("--benchmark_out=" + (dir / file).string());
   }
   if (!format_given) args.push_back("--benchmark_out_format=json");
   // The main job's repetitions run in random order, so a slow phase of a shared machine
   // spreads over all rows instead of landing on a few.
-  if (!interleave_given && (m == mode::main_job || m == mode::delta)) args.push_back("--benchmark_enable_random_interleaving=true");
+  if (!interleave_given && m != mode::sweep && m != mode::smoke) args.push_back("--benchmark_enable_random_interleaving=true");
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(a.data());
   int cargc = static_cast<int>(cargs.size());
@@ -477,13 +583,11 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&cargc, cargs.data());
   if (benchmark::ReportUnrecognizedArguments(cargc, cargs.data())) return 1;
   register_all(m);
-  const bool sweep = m == mode::sweep, smoke = m == mode::smoke;
-  const bool delta = m == mode::delta;
-  benchmark::AddCustomContext("linattn_mode", sweep ? "sweep" : smoke ? "smoke" : delta ? "delta" : "main");
-  benchmark::AddCustomContext("linattn_shape", sweep   ? "B=1 H=4 V=K"
-                                               : smoke ? "B=2 H=2 K=16 V=24"
-                                               : delta ? "B=1 T=8192 H=16 K=V=128"
-                                                       : "B=1 H=8 V=K");
+  const char* mode_name[] = {"main", "sweep", "delta", "threads", "decode", "smoke"};
+  const char* shape_name[] = {"B=1 H=8 V=K", "B=1 H=4 V=K", "B=1 T=8192 H=16 K=V=128", "B=1 T=8192 H=1,2,16 K=V=128",
+                              "B=1 T=1 H=16 K=V=128", "B=2 H=2 K=16 V=24"};
+  benchmark::AddCustomContext("linattn_mode", mode_name[static_cast<int>(m)]);
+  benchmark::AddCustomContext("linattn_shape", shape_name[static_cast<int>(m)]);
   const auto colour = isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
                                             : benchmark::ConsoleReporter::OO_Tabular;
   summary_reporter reporter(colour, m);

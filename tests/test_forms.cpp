@@ -168,6 +168,38 @@ TEMPLATE_LIST_TEST_CASE("results do not depend on the thread count", "[forms][th
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("fewer sequences x heads than threads: same result on any thread count", "[forms][threads]",
+                        all_cases) {
+  // One or two (sequence, value head) tasks on up to 3 threads: the delta rules' chunks then
+  // go across threads (chunk-local work in parallel, then the state pass). 10-11 chunks of 16
+  // span several windows of chunks; packed batches pair a long sequence with an empty or a
+  // one-token one.
+  using Rule = typename TestType::rule;
+  using T = typename TestType::scalar;
+  std::mt19937_64 rng(21);
+  const std::vector<ref::problem> problems = {
+      make_problem(rng, {.B = 1, .T = 150, .H = 1, .HV = 1, .K = 9, .V = 70}, spec_of<Rule>()),
+      make_problem(rng, {.B = 1, .T = 170, .H = 1, .HV = 2, .K = 6, .V = 5}, spec_of<Rule>()),
+      make_problem(rng, {.B = 1, .T = 170, .H = 1, .HV = 1, .K = 6, .V = 66}, spec_of<Rule>(), gates::mild, true,
+                   {0, 0, 170}),
+      make_problem(rng, {.B = 1, .T = 170, .H = 1, .HV = 1, .K = 6, .V = 66}, spec_of<Rule>(), gates::mild, true,
+                   {0, 1, 170}),
+  };
+  for (const auto& p : problems) {
+    CAPTURE(p.d.T, p.d.HV, p.d.V, p.cu.size());
+    const auto want = ref::run(p);
+    const auto one = run<Rule, T>(form::chunkwise, p, {.chunk = 16, .threads = 1});
+    expect_matches<Rule, T>(one, want);
+    for (int threads : {2, 3, 0}) {
+      CAPTURE(threads);
+      const auto many = run<Rule, T>(form::chunkwise, p, {.chunk = 16, .threads = threads});
+      CHECK(many.r.o == one.r.o);
+      CHECK(many.r.s == one.r.s);
+      CHECK(many.padding_ok);
+    }
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("a given options.scale multiplies q", "[forms]", all_cases) {
   using Rule = typename TestType::rule;
   using T = typename TestType::scalar;

@@ -9,42 +9,107 @@
 #include <algorithm>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/validate.hpp"
 #include "../forms/dispatch.hpp"
+#include "denormals.hpp"
+#include "eigen_types.hpp"
 #include "kernels.hpp"
 #include "task_runner.hpp"
+#include "thread_pool.hpp"
+#include "token_io.hpp"
 
 namespace linattn::cpu {
 
 template <class Family>
 concept has_kernels = kernels<Family>::available;
 
-/// Runs every sequence as consecutive spans of at most `span` tokens.
+/// (Sequence, value head) tasks advanced together, chunk by chunk: the rows of one token for
+/// neighbouring heads are neighbours in memory, so a group reads whole pages and cache-line
+/// runs instead of one scattered row per head. Up to this many states ([K, V] each) per thread.
+inline constexpr index_t lockstep_heads = 16;
+
+/// Runs every sequence as consecutive spans of at most `span` tokens. Each task sees the same
+/// operations whatever the grouping, so results do not depend on the thread count.
 template <class Rule, class T, class A, class Cum>
 void run_spans(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                const options<A>& opt, const detail::problem& p, index_t span) {
   using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, Cum>;
-  for_each_head(
-      p,
+  const index_t tasks = p.N * p.HV;
+  const index_t group = std::clamp<index_t>(tasks / std::max(1, p.threads), 1, lockstep_heads);
+  for_each_group(
+      p, group,
       [&] {
-        return std::pair<worker, mat<A>>(std::piecewise_construct, std::forward_as_tuple(span, p.K, p.V),
-                                         std::forward_as_tuple(p.K, p.V));
+        return std::pair<worker, std::vector<mat<A>>>(std::piecewise_construct, std::forward_as_tuple(span, p.K, p.V),
+                                                      std::forward_as_tuple(group, mat<A>(p.K, p.V)));
       },
-      [&](auto& w, index_t seq, index_t hv) {
-        auto& [s, H] = w;  // H: [K, V] state of this (sequence, value head)
-        load_state(opt.initial_state, seq, hv, H);
-        const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq);
-        for (index_t t = 0; t < len; t += span) {
-          const index_t n = std::min(span, len - t);
-          s.load(in, b, t0 + t, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
-          s.emit(H, out, b, t0 + t, hv);
-          s.advance(H);
+      [&](auto& w, index_t first, index_t count) {
+        auto& [s, H] = w;  // H[j]: [K, V] state of task first + j
+        index_t longest = 0;
+        for (index_t j = 0; j < count; ++j) {
+          const index_t seq = (first + j) / p.HV, hv = (first + j) % p.HV;
+          load_state(opt.initial_state, seq, hv, H[std::size_t(j)]);
+          longest = std::max(longest, p.length(seq));
         }
-        store_state(opt.final_state, seq, hv, H);
+        for (index_t t = 0; t < longest; t += span)
+          for (index_t j = 0; j < count; ++j) {
+            const index_t seq = (first + j) / p.HV, hv = (first + j) % p.HV, len = p.length(seq);
+            if (t >= len) continue;
+            const index_t b = p.batch(seq), t0 = p.start(seq) + t, n = std::min(span, len - t);
+            s.load(in, b, t0, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
+            s.emit(H[std::size_t(j)], out, b, t0, hv);
+            s.advance(H[std::size_t(j)]);
+          }
+        for (index_t j = 0; j < count; ++j)
+          store_state(opt.final_state, (first + j) / p.HV, (first + j) % p.HV, H[std::size_t(j)]);
       });
+}
+
+/// Span workers whose `load` does enough state-free work to run chunks in parallel.
+template <class W>
+concept chunk_local_span = W::chunk_local_load;
+
+/// Chunkwise form when sequences x value heads < threads: windows of chunks of every
+/// (sequence, value head) are loaded in parallel (the chunk-local work: Gram, T, W, U), then
+/// each task's state pass runs over the window's chunks in order. Every chunk sees exactly
+/// the operations of the one-chunk-at-a-time path, so results do not depend on the thread count.
+template <class Rule, class T, class A>
+void run_chunks_across_threads(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                               const options<A>& opt, const detail::problem& p) {
+  using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, A>;
+  const index_t tasks = p.N * p.HV, C = p.chunk;
+  // About four loads per thread per window; memory: tasks * window chunk workspaces.
+  const index_t window = (4 * static_cast<index_t>(p.threads) + tasks - 1) / tasks;
+  const index_t chunks = (p.max_length() + C - 1) / C;
+  std::vector<mat<A>> H(static_cast<std::size_t>(tasks), mat<A>(p.K, p.V));  // [K, V] per task
+  std::vector<worker> w;                                                        // [tasks, window]
+  w.reserve(static_cast<std::size_t>(tasks * window));
+  for (index_t i = 0; i < tasks * window; ++i) w.emplace_back(C, p.K, p.V);
+  for (index_t i = 0; i < tasks; ++i) load_state(opt.initial_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
+  for (index_t c0 = 0; c0 < chunks; c0 += window) {
+    const index_t nc = std::min(window, chunks - c0);
+    detail::parallel_for(tasks * nc, p.threads, [&](index_t j, int) {
+      const flush_denormals ftz;
+      const index_t i = j / nc, c = j % nc, seq = i / p.HV, hv = i % p.HV;
+      const index_t t = (c0 + c) * C, len = p.length(seq);
+      const index_t n = t < len ? std::min(C, len - t) : 0;
+      w[std::size_t(i * window + c)].load(in, p.batch(seq), p.start(seq) + t, n, p.qk_head(hv), hv,
+                                          static_cast<A>(p.scale));
+    });
+    detail::parallel_for(tasks, p.threads, [&](index_t i, int) {
+      const flush_denormals ftz;
+      const index_t seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
+      for (index_t c = 0; c < nc && (c0 + c) * C < len; ++c) {
+        worker& s = w[std::size_t(i * window + c)];
+        s.emit(H[std::size_t(i)], out, p.batch(seq), p.start(seq) + (c0 + c) * C, hv);
+        s.advance(H[std::size_t(i)]);
+      }
+    });
+  }
+  for (index_t i = 0; i < tasks; ++i) store_state(opt.final_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
 }
 
 /// Token recurrence for every sequence; the state comes from s_in and goes to s_out.
@@ -96,6 +161,10 @@ struct chunkwise_algorithm<Family> {
                   const options<state_t<T>>& opt) {
     using A = state_t<T>;
     const problem p = call_checker<Rule, T, A>(form::chunkwise, in, opt).check(out);
+    using worker = typename cpu::kernels<Family>::template span<Rule, T, A, A>;
+    if constexpr (cpu::chunk_local_span<worker>) {
+      if (p.N * p.HV < p.threads && p.max_length() > p.chunk) return cpu::run_chunks_across_threads<Rule, T, A>(in, out, opt, p);
+    }
     cpu::run_spans<Rule, T, A, A>(in, out, opt, p, p.chunk);
   }
 };

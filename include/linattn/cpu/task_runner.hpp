@@ -16,18 +16,26 @@ namespace linattn::cpu {
 /// Builds one worker per slot with make(), then calls task(worker, seq, hv) for every
 /// sequence and value head. Each task writes only its own outputs and state slice, so the
 /// result does not depend on the number of threads.
+/// Like for_each_head, for groups of up to `group` consecutive tasks (task i = sequence
+/// i / HV, value head i % HV): calls task(worker, first, count) once per group.
 template <class Make, class Task>
-void for_each_head(const detail::problem& p, Make&& make, Task&& task) {
-  const index_t tasks = p.N * p.HV;
-  const int slots = static_cast<int>(std::max<index_t>(1, std::min<index_t>(p.threads, tasks)));
+void for_each_group(const detail::problem& p, index_t group, Make&& make, Task&& task) {
+  const index_t tasks = p.N * p.HV, groups = (tasks + group - 1) / group;
+  const int slots = static_cast<int>(std::max<index_t>(1, std::min<index_t>(p.threads, groups)));
   using worker = decltype(make());
   std::vector<worker> workers;
   workers.reserve(static_cast<std::size_t>(slots));
   for (int s = 0; s < slots; ++s) workers.push_back(make());
-  detail::parallel_for(tasks, slots, [&](index_t i, int slot) {
+  detail::parallel_for(groups, slots, [&](index_t g, int slot) {
     const flush_denormals ftz;
-    task(workers[static_cast<std::size_t>(slot)], i / p.HV, i % p.HV);
+    task(workers[static_cast<std::size_t>(slot)], g * group, std::min(group, tasks - g * group));
   });
 }
+
+template <class Make, class Task>
+void for_each_head(const detail::problem& p, Make&& make, Task&& task) {
+  for_each_group(p, 1, make, [&](auto& worker, index_t i, index_t) { task(worker, i / p.HV, i % p.HV); });
+}
+
 
 }  // namespace linattn::cpu
