@@ -118,7 +118,7 @@ TEST_CASE("TTT validation: mini-batch and chunk sizes", "[ttt][validation]") {
   expect_error([](call_data&, auto&, auto& opt) { opt.chunk_size = 6; }, {"'options.chunk_size'", "multiple", "mini_batch = 4"});
 }
 
-TEST_CASE("TTT validation: cache positions must be integers in [0, mini_batch)", "[ttt][validation]") {
+TEST_CASE("TTT validation: cache positions must be integers from 0 to mini_batch - 1", "[ttt][validation]") {
   for (float bad : {1.5f, float(MB), -1.0f, fnan}) {
     CAPTURE(bad);
     expect_error([bad](call_data& d, auto&, auto&) { d.c0[std::size_t((D + 1) * D)] = bad; }, {"'initial_cache'", "position"});

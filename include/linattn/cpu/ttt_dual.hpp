@@ -6,7 +6,7 @@
 /// of a mini-batch inside the tile (m rows, starting at position p0 of its mini-batch, p0 > 0
 /// only for a mini-batch carried in through initial_cache):
 ///
-///   Z    = K W_0 + 1 b_0                                              [m, D]
+///   Z    = K W_0 + 1 b_0   (one block product with Q W_0 + 1 b_0)     [m, D]
 ///   Gc   = diag(c) LNbwd(Z, V - K)                                   [m, D]
 ///   Zbar = Q W_0 + 1 b_0 - diag(tau) (Q Aw + 1 a)
 ///          - (diag(tau) tril(Q K^T + 1 1^T)) Gc                        [m, D]
@@ -35,7 +35,7 @@ class ttt_dual {
   /// Tiles of up to `capacity` tokens, head dim D.
   ttt_dual(const inputs_t& in, index_t capacity, index_t D)
       : mb_(in.mini_batch), Q_(capacity, D), K_(capacity, D), Y_(capacity, D), c_(capacity), tau_(mb_),
-        Z_(mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_) {
+        X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_) {
     for (index_t i = 0; i < mb_; ++i) tau_(i) = Rule::template tau<T, A>(in, i + 1);
   }
 
@@ -64,18 +64,23 @@ class ttt_dual {
     const auto Q = Q_.middleRows(r0, m);  // [m, D]
     const auto K = K_.middleRows(r0, m);  // [m, D]
     const auto tau = tau_.segment(p0, m);  // [m]
-    auto Z = Z_.topRows(m), G = G_.topRows(m), R = R_.topRows(m), O = O_.topRows(m);  // [m, D]
+    auto G = G_.topRows(m), R = R_.topRows(m), O = O_.topRows(m);  // [m, D]
+
+    // One block product for keys and queries: [K; Q] W_0 + 1 b_0.   [2m, D]
+    auto X = X_.topRows(2 * m), XW = XW_.topRows(2 * m);
+    X.topRows(m) = K;
+    X.bottomRows(m) = Q;
+    XW.noalias() = X * st.W;
+    XW.rowwise() += st.b;
+    auto Zk = XW.topRows(m);     // pre-norm rows of the keys (normalised in place)   [m, D]
+    auto Z = XW.bottomRows(m);   // pre-norm rows of the reads   [m, D]
 
     // Gradients at the mini-batch start, scaled by their steps: G <- diag(c) g_z.
-    Z.noalias() = K * st.W;
-    Z.rowwise() += st.b;
-    ttt_normalise_rows<A>(Z, rstd_, m, eps);
-    ttt_layer_norm_l2_grad<A>(Z, rstd_, Y_.middleRows(r0, m), st.gam, st.bet, G, m);
+    ttt_normalise_rows<A>(Zk, rstd_, m, eps);
+    ttt_layer_norm_l2_grad<A>(Zk, rstd_, Y_.middleRows(r0, m), st.gam, st.bet, G, m);
     for (index_t r = 0; r < m; ++r) G.row(r) *= c_(r0 + r);
 
     // Reads with the post-update weights of each token.
-    Z.noalias() = Q * st.W;
-    Z.rowwise() += st.b;
     if (p0 > 0) {  // earlier tokens of a carried mini-batch
       R.noalias() = Q * st.Aw;
       R.rowwise() += st.a;
@@ -109,7 +114,8 @@ class ttt_dual {
   mat<A> Q_, K_, Y_;        // [cap, D] scaled queries, keys, targets v - k
   col_vec<A> c_;            // [cap]    steps
   col_vec<A> tau_;          // [b]      tau_1..tau_b
-  mat<A> Z_, G_, R_, O_;    // [b, D]   pre-norm rows, scaled gradients, carried reads, outputs
+  mat<A> X_, XW_;           // [2b, D]  keys over queries, and times W_0 (plus b_0)
+  mat<A> G_, R_, O_;        // [b, D]   scaled gradients, carried reads, outputs
   mat<A> P_;                // [b, b]   masked scores
   col_vec<A> rstd_;         // [b]      1 / sd per row
 };
