@@ -121,6 +121,16 @@ TEMPLATE_TEST_CASE("X2: odd head dim, no start state, one head, a query scale", 
   }
 }
 
+TEMPLATE_TEST_CASE("X2: production head size D = 64 with b = 16 and tiles of 64", "[ttt][X2]", float, double) {
+  std::mt19937_64 rng(413);
+  const auto p = make_problem(rng, {.B = 1, .T = 83, .H = 1, .HV = 2, .D = 64, .mb = 16});
+  const auto want = ttt_ref::run(p);
+  for (form f : all_forms) {
+    CAPTURE(harness::name(f));
+    check_against<TestType>(run<TestType>(f, p, {.chunk = 64}), want, f == form::decode);
+  }
+}
+
 TEMPLATE_TEST_CASE("X3: b = 1 is the sequential online gradient-descent loop", "[ttt][X3]", float, double) {
   std::mt19937_64 rng(403);
   auto p = make_problem(rng, {.B = 2, .T = 29, .H = 1, .HV = 2, .D = 6, .mb = 1});
