@@ -50,16 +50,16 @@ TEST_CASE("X1: the fused LayerNorm + L2 backward equals finite differences of th
     using linattn::cpu::col_vec;
     mat<double> Z(1, D), Y(1, D), G(1, D);
     row_vec<double> g(D), b(D);
-    col_vec<double> rstd(1);
+    col_vec<double> rstd(1), s1(1), s2(1);
     for (int i = 0; i < D; ++i) Z(0, i) = z[i], Y(0, i) = y[i], g(i) = gam[i], b(i) = bet[i];
-    linattn::cpu::ttt_normalise_rows<double>(Z, rstd, 1, 1e-6);
-    linattn::cpu::ttt_layer_norm_l2_grad<double>(Z, rstd, Y, g, b, G, 1);
+    linattn::cpu::ttt_normalise_rows<double>(Z, rstd, 1e-6);
+    linattn::cpu::ttt_layer_norm_l2_grad<double>(Z, rstd, Y, g, b, G, s1, s2);
     CHECK(rel_err(std::vector<double>(G.data(), G.data() + D), fd) < 1e-6);
     mat<float> Zf = Z.cast<float>(), Yf = Y.cast<float>(), Gf(1, D);
-    col_vec<float> rf(1);
+    col_vec<float> rf(1), s1f(1), s2f(1);
     for (int i = 0; i < D; ++i) Zf(0, i) = float(z[i]);
-    linattn::cpu::ttt_normalise_rows<float>(Zf, rf, 1, 1e-6f);
-    linattn::cpu::ttt_layer_norm_l2_grad<float>(Zf, rf, Yf, g.cast<float>(), b.cast<float>(), Gf, 1);
+    linattn::cpu::ttt_normalise_rows<float>(Zf, rf, 1e-6f);
+    linattn::cpu::ttt_layer_norm_l2_grad<float>(Zf, rf, Yf, g.cast<float>(), b.cast<float>(), Gf, s1f, s2f);
     const mat<double> Gd = Gf.cast<double>();
     if (D > 2)  // D = 2: LN(z) = ±gam + bet, the gradient is ~eps-sized and float keeps no digits of it
       CHECK(rel_err(std::vector<double>(Gd.data(), Gd.data() + D), fd) < 1e-4);

@@ -35,7 +35,7 @@ class ttt_dual {
   /// Tiles of up to `capacity` tokens, head dim D.
   ttt_dual(const inputs_t& in, index_t capacity, index_t D)
       : mb_(in.mini_batch), Q_(capacity, D), K_(capacity, D), Y_(capacity, D), c_(capacity), tau_(mb_),
-        X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_) {
+        X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_), s1_(mb_), s2_(mb_) {
     for (index_t i = 0; i < mb_; ++i) tau_(i) = Rule::template tau<T, A>(in, i + 1);
   }
 
@@ -76,25 +76,25 @@ class ttt_dual {
     auto Z = XW.bottomRows(m);   // pre-norm rows of the reads   [m, D]
 
     // Gradients at the mini-batch start, scaled by their steps: G <- diag(c) g_z.
-    ttt_normalise_rows<A>(Zk, rstd_, m, eps);
-    ttt_layer_norm_l2_grad<A>(Zk, rstd_, Y_.middleRows(r0, m), st.gam, st.bet, G, m);
-    for (index_t r = 0; r < m; ++r) G.row(r) *= c_(r0 + r);
+    auto rstd = rstd_.head(m);  // [m]
+    ttt_normalise_rows<A>(Zk, rstd, eps);
+    ttt_layer_norm_l2_grad<A>(Zk, rstd, Y_.middleRows(r0, m), st.gam, st.bet, G, s1_.head(m), s2_.head(m));
+    G.array().colwise() *= c_.segment(r0, m).array();
 
     // Reads with the post-update weights of each token.
     if (p0 > 0) {  // earlier tokens of a carried mini-batch
       R.noalias() = Q * st.Aw;
       R.rowwise() += st.a;
-      for (index_t r = 0; r < m; ++r) Z.row(r) -= tau(r) * R.row(r);
+      Z.array() -= R.array().colwise() * tau.array();
     }
     auto P = P_.topLeftCorner(m, m);  // diag(tau) tril(Q K^T + 1 1^T)   [m, m]
     P.noalias() = Q * K.transpose();
-    for (index_t r = 0; r < m; ++r) {
-      P.row(r).head(r + 1).array() = (P.row(r).head(r + 1).array() + A(1)) * tau(r);
-      P.row(r).tail(m - r - 1).setZero();
-    }
+    P.array() += A(1);
+    P.template triangularView<Eigen::StrictlyUpper>().setZero();
+    P.array().colwise() *= tau.array();
     Z.noalias() -= P * G;
-    ttt_normalise_rows<A>(Z, rstd_, m, eps);
-    ttt_layer_norm_residual<A>(Q, Z, st.gam, st.bet, O, m);
+    ttt_normalise_rows<A>(Z, rstd, eps);
+    ttt_layer_norm_residual<A>(Q, Z, st.gam, st.bet, O);
 
     // Advance the state.
     st.pos += m;
@@ -117,7 +117,7 @@ class ttt_dual {
   mat<A> X_, XW_;           // [2b, D]  keys over queries, and times W_0 (plus b_0)
   mat<A> G_, R_, O_;        // [b, D]   scaled gradients, carried reads, outputs
   mat<A> P_;                // [b, b]   masked scores
-  col_vec<A> rstd_;         // [b]      1 / sd per row
+  col_vec<A> rstd_, s1_, s2_;  // [b]   1 / sd per row, LayerNorm-backward row sums
 };
 
 }  // namespace linattn::cpu

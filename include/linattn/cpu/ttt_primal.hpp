@@ -24,7 +24,7 @@ class ttt_primal {
  public:
   using inputs_t = typename Rule::template inputs<T>;
 
-  explicit ttt_primal(index_t D) : q_(1, D), k_(1, D), y_(1, D), z_(1, D), g_(1, D), o_(1, D), rstd_(1) {}
+  explicit ttt_primal(index_t D) : q_(1, D), k_(1, D), y_(1, D), z_(1, D), g_(1, D), o_(1, D), rstd_(1), s1_(1), s2_(1) {}
 
   /// Tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq), from state st.
   void run(const inputs_t& in, const tensor_view<T, 4>& out, ttt_state<A>& st, index_t b, index_t t0, index_t n,
@@ -38,8 +38,8 @@ class ttt_primal {
       // gradient at the mini-batch start   [1, D]
       z_.noalias() = k_ * st.W;
       z_ += st.b;
-      ttt_normalise_rows<A>(z_, rstd_, 1, eps);
-      ttt_layer_norm_l2_grad<A>(z_, rstd_, y_, st.gam, st.bet, g_, 1);
+      ttt_normalise_rows<A>(z_, rstd_, eps);
+      ttt_layer_norm_l2_grad<A>(z_, rstd_, y_, st.gam, st.bet, g_, s1_, s2_);
       g_ *= Rule::template step<T, A>(in, b, t, hv);
       for (index_t i = 0; i < k_.cols(); ++i) st.Aw.row(i) += k_(0, i) * g_.row(0);  // rank-1 update
       st.a += g_;
@@ -51,8 +51,8 @@ class ttt_primal {
       g_.noalias() = q_ * st.Aw;  // g_ reused: q Aw
       g_ += st.a;
       z_ -= tau * g_;
-      ttt_normalise_rows<A>(z_, rstd_, 1, eps);
-      ttt_layer_norm_residual<A>(q_, z_, st.gam, st.bet, o_, 1);
+      ttt_normalise_rows<A>(z_, rstd_, eps);
+      ttt_layer_norm_residual<A>(q_, z_, st.gam, st.bet, o_);
       store_rows(out, b, t, hv, 1, o_);
       if (st.pos == in.mini_batch) st.finish_mini_batch(tau);
     }
@@ -60,7 +60,7 @@ class ttt_primal {
 
  private:
   mat<A> q_, k_, y_, z_, g_, o_;  // [1, D] each
-  col_vec<A> rstd_;               // [1]
+  col_vec<A> rstd_, s1_, s2_;     // [1]
 };
 
 }  // namespace linattn::cpu
