@@ -19,3 +19,4 @@
 #include "rules/delta.hpp"
 #include "rules/gated_delta.hpp"
 #include "rules/longhorn.hpp"
+#include "rules/ttt_linear.hpp"

@@ -11,6 +11,7 @@
 #include "../cpu/additive_kernels.hpp"
 #include "../cpu/drivers.hpp"
 #include "../cpu/householder_kernels.hpp"
+#include "../cpu/ttt_drivers.hpp"
 #include "dispatch.hpp"
 
 namespace linattn {

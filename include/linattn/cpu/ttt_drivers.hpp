@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The four forms of the TTT family on the CPU (MATH.md §6.5): recurrent = primal form,
+/// chunkwise = dual form in tiles of options::chunk_size tokens (a multiple of the mini-batch),
+/// parallel = dual form with one tile per sequence, decode = primal step with the §6.6 cache.
+/// Each (sequence, value head) carries a ttt_state through its tokens.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "../core/family.hpp"
+#include "../core/options.hpp"
+#include "../core/validate.hpp"
+#include "../forms/dispatch.hpp"
+#include "task_runner.hpp"
+#include "ttt_dual.hpp"
+#include "ttt_primal.hpp"
+#include "ttt_state.hpp"
+#include "ttt_validate.hpp"
+
+namespace linattn::cpu {
+
+/// Runs every (sequence, value head) of a validated call: loads its state, lets `advance`
+/// run its tokens with the slot's kernel, stores the state. `w_in` / `w_out`: views of W.
+template <class Rule, class T, class A, class Make, class WIn, class WOut>
+void run_ttt(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, const WIn& w_in,
+             const WOut& w_out, const detail::problem& p, Make&& make_kernel) {
+  for_each_head(
+      p, [&] { return std::pair(make_kernel(), ttt_state<A>(p.K)); },
+      [&](auto& w, index_t seq, index_t hv) {
+        auto& [kernel, st] = w;
+        st.load(in, w_in, seq, hv);
+        kernel.run(in, out, st, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv,
+                   static_cast<A>(p.scale));
+        st.store(in, w_out, seq, hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
+      });
+}
+
+/// Dual form over tiles of at most `tile` tokens (the tile only sets how many rows are
+/// loaded at once: the mini-batches of a sequence run in order across tiles).
+template <class Rule, class T, class A>
+class ttt_tiles {
+ public:
+  ttt_tiles(const typename Rule::template inputs<T>& in, index_t tile, index_t D) : tile_(tile), dual_(in, tile, D) {}
+  void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, ttt_state<A>& st, index_t b,
+           index_t t0, index_t n, index_t hq, index_t hv, A scale) {
+    for (index_t t = 0; t < n; t += tile_) dual_.run(in, out, st, b, t0 + t, std::min(tile_, n - t), hq, hv, scale);
+  }
+
+ private:
+  index_t tile_;
+  ttt_dual<Rule, T, A> dual_;
+};
+
+}  // namespace linattn::cpu
+
+namespace linattn::detail {
+
+template <>
+struct recurrent_algorithm<ttt_family> {
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt) {
+    using A = state_t<T>;
+    const problem p = cpu::ttt_check<Rule, T, A>(form::recurrent, in, out, opt);
+    cpu::run_ttt<Rule, T, A>(in, out, opt.initial_state, opt.final_state, p,
+                             [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
+  }
+};
+
+template <>
+struct decode_algorithm<ttt_family> {
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt) {
+    using A = state_t<T>;
+    const problem p = cpu::ttt_check<Rule, T, A>(form::decode, in, out, opt, &state);
+    cpu::run_ttt<Rule, T, A>(in, out, state, state, p, [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
+  }
+};
+
+template <>
+struct chunkwise_algorithm<ttt_family> {
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt) {
+    using A = state_t<T>;
+    const problem p = cpu::ttt_check<Rule, T, A>(form::chunkwise, in, out, opt);
+    cpu::run_ttt<Rule, T, A>(in, out, opt.initial_state, opt.final_state, p,
+                             [&] { return cpu::ttt_tiles<Rule, T, A>(in, p.chunk, p.K); });
+  }
+};
+
+/// The "parallel" form of TTT is the dual form with the whole sequence as one tile (there is
+/// no L x L form for a nonlinear inner model, MATH.md §6.5).
+template <>
+struct parallel_algorithm<ttt_family> {
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt) {
+    using A = state_t<T>;
+    const problem p = cpu::ttt_check<Rule, T, A>(form::parallel, in, out, opt);
+    const index_t tile = std::max<index_t>(1, p.max_length());
+    cpu::run_ttt<Rule, T, A>(in, out, opt.initial_state, opt.final_state, p,
+                             [&] { return cpu::ttt_tiles<Rule, T, A>(in, tile, p.K); });
+  }
+};
+
+}  // namespace linattn::detail
