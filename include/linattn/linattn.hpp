@@ -19,3 +19,6 @@
 #include "rules/delta.hpp"
 #include "rules/gated_delta.hpp"
 #include "rules/longhorn.hpp"
+#include "rules/nlms.hpp"
+#include "rules/rls.hpp"
+#include "cpu/rls_drivers.hpp"
