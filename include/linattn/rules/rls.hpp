@@ -34,7 +34,7 @@ struct RLS {
     tensor_view<const T, 4> q;  // [B, T, H, K]
     tensor_view<const T, 4> k;  // [B, T, H, K]
     tensor_view<const T, 4> v;  // [B, T, HV, V]
-    tensor_view<const T, 3> g;  // [B, T, HV] log forgetting factor <= 0; unset: gamma = 1
+    tensor_view<const T, 3> g{};  // [B, T, HV] log forgetting factor <= 0; unset: gamma = 1
     double delta = 1.0;         // > 0: ridge of the initial P = I / delta (no initial_state)
   };
 
