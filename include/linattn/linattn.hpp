@@ -22,3 +22,7 @@
 #include "rules/nlms.hpp"
 #include "rules/rls.hpp"
 #include "cpu/rls_drivers.hpp"
+#include "rules/softmax_attention.hpp"
+#include "rules/local_linear_attention.hpp"
+#include "core/kv_cache.hpp"
+#include "forms/kv_decode.hpp"
