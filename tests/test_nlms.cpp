@@ -83,7 +83,7 @@ TEST_CASE("R6: Longhorn with delta = 1e9 == NLMS, and NLMS stores v_t (S_t k_t =
   }
 }
 
-TEST_CASE("NLMS: zero keys leave the state unchanged and stay finite; eps_k is validated", "[nlms][robustness]") {
+TEST_CASE("NLMS: zero keys leave the state unchanged and stay finite, eps_k is validated", "[nlms][robustness]") {
   std::mt19937_64 rng(704);
   auto p = nlms_problem(rng, {.B = 1, .T = 20, .H = 1, .HV = 1, .K = 4, .V = 3});
   for (int t = 3; t < 9; ++t)

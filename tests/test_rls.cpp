@@ -177,12 +177,7 @@ outcome run_rls(form f, const rls_problem& p, index_t chunk = 16, layout lay = l
   if (!p.g.empty()) in.g = g.view();
   if (f == form::decode) {
     if (!p.s0.empty()) s1.set(p.s0);
-    else {  // decode needs an explicit start state: S = 0, P = I / delta
-      std::vector<double> s(std::size_t(N) * d.HV * d.K * W, 0.0);
-      for (index_t n = 0; n < N * d.HV; ++n)
-        for (int i = 0; i < d.K; ++i) s[(std::size_t(n) * d.K + i) * W + d.V + i] = 1.0 / p.delta;
-      s1.set(s);
-    }
+    else la::RLS::init_state(s1.view(), p.delta);  // decode needs an explicit start: S = 0, P = I / delta
     auto slice = [](const auto& view, index_t t0) {
       auto e = view.extents();
       e[1] = 1;

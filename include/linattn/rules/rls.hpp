@@ -41,6 +41,17 @@ struct RLS {
   /// Columns of the state: S^T ([K, V]) then P ([K, K]).
   static constexpr index_t state_columns(index_t K, index_t V) { return V + K; }
 
+  /// Fills a `[N, HV, K, V + K]` state with the default start S = 0, P = I / delta (e.g. before
+  /// the first decode_step).
+  template <class R>
+  static void init_state(const tensor_view<R, 4>& state, double delta = 1.0) {
+    const index_t V = state.extent(3) - state.extent(2);
+    for (index_t n = 0; n < state.extent(0); ++n)
+      for (index_t h = 0; h < state.extent(1); ++h)
+        for (index_t i = 0; i < state.extent(2); ++i)
+          for (index_t j = 0; j < state.extent(3); ++j) state(n, h, i, j) = static_cast<R>(j - V == i ? 1.0 / delta : 0.0);
+  }
+
   template <class T, class Check>
   static void check_inputs(const inputs<T>& in, Check& c) {
     if (in.g.given()) c.per_token("g", in.g, value_range::log_gate);
