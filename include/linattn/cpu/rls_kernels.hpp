@@ -35,7 +35,7 @@ class rls_worker {
   rls_worker(index_t capacity, index_t K, index_t V)
       : H_(K, V), P_(K, K), G_(K, K), C_(K, V), Q_(capacity, K), K_(capacity, K), V_(capacity, V),
         KP_(capacity, K), M_(capacity, capacity), Y_(capacity, capacity), O_(capacity, V), b_(capacity), w_(K),
-        pk_(K), q_(K), k_(K), e_(V), o_(V) {}
+        pk_(K), q_(K), k_(K), e_(V), o_(V), llt_(mat<A>::Identity(1, 1)) {}
 
   /// Loads (H, P) of sequence `seq`, value head `hv` from a `[N, HV, K, V + K]` state, or
   /// H = 0, P = I / delta when the view is not given.
@@ -164,7 +164,7 @@ class rls_worker {
   col_vec<A> b_;                // [cap] local cumsum of log gamma
   col_vec<A> w_;                // [K]
   row_vec<A> pk_, q_, k_, e_, o_;  // [K], [K], [K], [V], [V]
-  Eigen::LLT<mat<A>> llt_;
+  Eigen::LLT<mat<A>> llt_;  // built from a 1 x 1 factorisation: Eigen leaves info() unset otherwise
 };
 
 }  // namespace linattn::cpu

@@ -113,7 +113,7 @@ class local_linear_worker {
  public:
   local_linear_worker(index_t capacity, index_t K, index_t V)
       : Qs_(capacity, K), Q_(capacity, K), K_(capacity, K), V_(capacity, V), Kc_(capacity, K), Wk_(capacity, K),
-        w_(capacity), Skk_(K, K), Svk_(K, V), x_(K), o_(V) {}
+        w_(capacity), Skk_(K, K), Svk_(K, V), x_(K), o_(V), llt_(mat<A>::Identity(1, 1)) {}
 
   /// Outputs of tokens [t0, t0 + n) of batch row b (q/k head hq, value head hv).
   void run(const tensor_view<const T, 4>& q, const tensor_view<const T, 4>& k, const tensor_view<const T, 4>& v,
@@ -151,7 +151,7 @@ class local_linear_worker {
   mat<A> Skk_, Svk_;                 // [K, K], [K, V]
   col_vec<A> x_;                     // [K]
   row_vec<A> o_;                     // [V]
-  Eigen::LLT<mat<A>> llt_;
+  Eigen::LLT<mat<A>> llt_;  // built from a 1 x 1 factorisation: Eigen leaves info() unset otherwise
 };
 
 }  // namespace linattn::cpu
