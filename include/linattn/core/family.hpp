@@ -15,6 +15,12 @@ struct additive_family {};
 struct householder_family {};
 /// Nonlinear inner model trained by mini-batch gradient descent (TTT).
 struct ttt_family {};
+/// Recursive least squares: state (S, P), P the inverse weighted key covariance (RLS).
+struct rls_family {};
+/// Nonparametric regression over all earlier tokens: no matrix state, a KV cache.
+struct softmax_family {};
+/// Local-linear (p = 1) attention: softmax weights plus a weighted-regression correction.
+struct local_linear_family {};
 
 /// How a rule forgets: not at all, by one log gate per token and head, or by one per key dim.
 enum class decay_kind { none, scalar, vector };

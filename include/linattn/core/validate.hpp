@@ -88,6 +88,19 @@ void for_each_element(const tensor_view<T, R>& v, F&& f) {
   }
 }
 
+/// Last extent of a rule's state `[N, HV, K, cols]`: V for a matrix state S^T, more when the
+/// rule carries extra per-key columns (RLS: `Rule::state_columns(K, V)` = V + K).
+template <class Rule>
+index_t state_columns(index_t K, index_t V) {
+  if constexpr (requires { Rule::state_columns(K, V); }) return Rule::state_columns(K, V);
+  else return V;
+}
+template <class Rule>
+const char* state_shape_name() {
+  if constexpr (requires { Rule::state_shape; }) return Rule::state_shape;
+  else return "[N, HV, K, V]";
+}
+
 /// Validates one call of `Rule` and returns its sizes. Rules report their extra inputs
 /// through `per_token` / `per_key`.
 template <class Rule, class T, class Real>
@@ -205,11 +218,11 @@ class call_checker {
     p_.cu = cu;
   }
 
-  std::array<index_t, 4> state_shape() const { return {p_.N, p_.HV, p_.K, p_.V}; }
+  std::array<index_t, 4> state_shape() const { return {p_.N, p_.HV, p_.K, state_columns<Rule>(p_.K, p_.V)}; }
 
   template <class S>
   void check_state_view(const char* name, const S& s) {
-    expect_shape(name, s, state_shape(), "[N, HV, K, V]");
+    expect_shape(name, s, state_shape(), state_shape_name<Rule>());
     if (overlaps(s, in_.q) || overlaps(s, in_.k) || overlaps(s, in_.v)) fail(name, "overlaps an input (q, k or v)");
     for (const auto& [input, range] : extra_inputs_)
       if (overlaps(byte_range(s), range)) fail(name, std::string("overlaps input '") + input + "'");

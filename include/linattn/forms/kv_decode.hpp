@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// `decode_step<Rule>(in, out, cache, opt)`: decoding for rules without a matrix state
+/// (SoftmaxAttention): appends each sequence's new token(s) to a `kv_cache` and attends over
+/// everything cached. Inputs `[B, T, ...]` with B = cache.batch() (usually T = 1; T > 1 runs
+/// the tokens in order), out `[B, T, HV, V]`. options::scale and threads apply; the state
+/// options and cu_seqlens must be left unset.
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include "../core/kv_cache.hpp"
+#include "../core/options.hpp"
+#include "../core/validate.hpp"
+#include "../cpu/nonparametric_drivers.hpp"
+#include "../cpu/task_runner.hpp"
+
+namespace linattn {
+
+template <rule Rule, class T>
+  requires std::is_same_v<typename Rule::family, softmax_family>
+void decode_step(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
+                 tensor_view<T, 4> out, kv_cache<state_t<T>>& cache, const options<state_t<T>>& opt = {}) {
+  using A = state_t<T>;
+  using U = std::remove_const_t<T>;
+  detail::call_checker<Rule, U, A> c(detail::form::decode, in, opt);
+  const detail::problem p = detail::check_stateless<Rule, U, A>(detail::form::decode, in, out, opt);
+  if (cache.batch() != p.B || cache.heads() != p.H || cache.value_heads() != p.HV || cache.key_dim() != p.K ||
+      cache.value_dim() != p.V)
+    c.fail("cache", "has (batch, heads, value_heads, key_dim, value_dim) = (" + std::to_string(cache.batch()) + ", " +
+                        std::to_string(cache.heads()) + ", " + std::to_string(cache.value_heads()) + ", " +
+                        std::to_string(cache.key_dim()) + ", " + std::to_string(cache.value_dim()) +
+                        "), expected (B, H, HV, K, V) of the inputs = (" + std::to_string(p.B) + ", " +
+                        std::to_string(p.H) + ", " + std::to_string(p.HV) + ", " + std::to_string(p.K) + ", " +
+                        std::to_string(p.V) + ")");
+  for (index_t t = 0; t < p.T; ++t) {
+    for (index_t b = 0; b < p.B; ++b)
+      cache.append(b, [&](index_t h, index_t i) { return in.k(b, t, h, i); },
+                   [&](index_t hv, index_t j) { return in.v(b, t, hv, j); });
+    cpu::for_each_head(
+        p, [&] { return std::tuple<cpu::row_vec<A>, cpu::col_vec<A>, cpu::row_vec<A>>(p.K, 0, p.V); },
+        [&](auto& w, index_t b, index_t hv) {
+          auto& [q, s, o] = w;
+          cpu::load_rows(in.q, b, t, p.qk_head(hv), 1, q, static_cast<A>(p.scale));
+          cpu::softmax_read(cache.keys(b, p.qk_head(hv)), cache.values(b, hv), cache.length(b), p.K, p.V, q, s, o);
+          cpu::store_rows(out, b, t, hv, 1, o);
+        });
+  }
+}
+
+}  // namespace linattn
