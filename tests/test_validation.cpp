@@ -6,6 +6,7 @@
 
 #include <linattn/linattn.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -269,4 +270,18 @@ TEST_CASE("decode_step validates its state and refuses state options", "[validat
   expect_error(d, [&] { la::decode_step<la::ScalarDecay>(in, out, la::view(d.state.data(), B, HV, K, V), opt2); },
                {"'options.cu_seqlens' is set, expected none"});
   CHECK(d.state == state_before);
+}
+
+TEST_CASE("empty sequences (T = 0) with several batch rows are accepted and pass the state through", "[validation]") {
+  call_data d;
+  std::vector<float> q(1), k(1), v(1), g(1), o(1, fnan);  // no element is in any view
+  la::ScalarDecay::inputs<float> in{.q = la::view(q.data(), B, index_t(0), H, K),
+                                    .k = la::view(k.data(), B, index_t(0), H, K),
+                                    .v = la::view(v.data(), B, index_t(0), HV, V),
+                                    .g = la::view(g.data(), B, index_t(0), HV)};
+  for (form f : {form::recurrent, form::parallel, form::chunkwise}) {
+    std::fill(d.s1.begin(), d.s1.end(), fnan);
+    call<la::ScalarDecay>(f, in, la::view(o.data(), B, index_t(0), HV, V), d.opts());
+    CHECK(d.s1 == d.s0);
+  }
 }

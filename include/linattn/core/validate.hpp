@@ -59,6 +59,7 @@ bool overlaps(const tensor_view<A, RA>& a, const tensor_view<B, RB>& b) {
 /// True when no two index tuples of the view address the same element (outputs need this).
 template <class T, int R>
 bool distinct_elements(const tensor_view<T, R>& v) {
+  if (v.size() == 0) return true;  // e.g. T = 0 with B > 1: contiguous strides contain a 0
   std::array<std::pair<index_t, index_t>, R> dims{};  // (|stride|, extent)
   int n = 0;
   for (int d = 0; d < R; ++d)
