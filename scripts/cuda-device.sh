@@ -6,7 +6,8 @@
 #   scripts/cuda-device.sh bench   build and run bench/cuda (CUDA events), then fla's kernels
 #                                  on the same shapes and the our/fla time ratios
 #   scripts/cuda-device.sh all     both
-#   scripts/cuda-device.sh profile kernel times (ncu) of the chunkwise passes on two shapes
+#   scripts/cuda-device.sh profile [I ...]  kernel times (ncu) of the chunkwise passes on bench
+#                                  shapes I (default 0 and 4)
 #   scripts/cuda-device.sh profile-full [I]   ncu --set full of both passes on bench shape I
 # Logs go to $OUT when it is set (the device tool's output folder), else to build-cuda-dev/.
 set -uo pipefail
@@ -42,8 +43,9 @@ if [[ $mode == test || $mode == all ]]; then
   fi
 fi
 if [[ $mode == profile ]]; then
+  (( $# > 1 )) || set -- profile 0 4
   cmake --build $build -j "$(nproc)" --target linattn_bench_cuda >"$build/build_bench.log" 2>&1 || { tail -40 "$build/build_bench.log"; exit 1; }
-  for shape in 0 4; do
+  for shape in ${@:2}; do
     ncu --clock-control none -k regex:chunk -c 2 --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section MemoryWorkloadAnalysis ./$build/bench/cuda/linattn_bench_cuda --shape $shape --reps 1 >"$logs/ncu_$shape.txt" 2>&1
     grep -E "chunk_.*kernel<|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Block Limit" "$logs/ncu_$shape.txt" | sed -E 's/\(chunk_args.*//' | head -60

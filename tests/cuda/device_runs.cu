@@ -273,6 +273,11 @@ std::string bad_call(const char* what) {
   return {};
 }
 
+void trim_workspace() {
+  if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("cudaDeviceSynchronize failed");
+  la::cuda::trim_workspace();
+}
+
 #define LINATTN_TEST_RULE(R)                                                              \
   template outcome run<la::R>(const ref::problem&, dtype, form, const config&); \
   template std::string bad_call<la::R>(const char*);

@@ -51,4 +51,7 @@ outcome run(const ref::problem& p, dtype t, form f, const config& c);
 template <class Rule>
 std::string bad_call(const char* what);
 
+/// linattn::cuda::trim_workspace(), after a device synchronisation.
+void trim_workspace();
+
 }  // namespace cuda_tests

@@ -38,8 +38,14 @@ std::vector<shape_case> shape_cases() {
       {"packed 0,129,129,140 H2 HV2 K64 V64, cu in host memory, no initial state",
        {1, 140, 2, 2, 64, 64}, {0, 129, 129, 140}, {.use_s0 = false, .cu_on_device = false}},
       {"B1 T77 H2 HV2 K128 V128, output only", {1, 77, 2, 2, 128, 128}, {}, {.want_state = false}},
-      // sequences x heads x V/32 >= the SM count: the state pass takes 32-column blocks
+      // The 16-bit state pass picks its block shape from units = sequences x value heads x
+      // V/16 against the SM count (132 on H100/H200). Units: the cases above <= 132 (one group
+      // of 4 warps splitting the keys); 144 (two such groups); 320 (four 2-warp groups; fp32:
+      // 32-column blocks); 640 (one warp per 16 columns, V = 128 and V = 64).
+      {"B3 T100 H4 HV12 K128 V64, two 4-warp groups per block", {3, 100, 4, 12, 128, 64}, {}, {}},
       {"B5 T70 H4 HV8 K128 V128, wide grid", {5, 70, 4, 8, 128, 128}, {}, {}},
+      {"B10 T70 H4 HV8 K128 V128, wider grid", {10, 70, 4, 8, 128, 128}, {}, {}},
+      {"B20 T70 H2 HV8 K64 V64, wider grid", {20, 70, 2, 8, 64, 64}, {}, {}},
   };
 }
 
@@ -87,6 +93,14 @@ TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]
   for (auto g : {harness::gates::strong, harness::gates::weak})
     for (dtype t : {dtype::f32, dtype::bf16})
       for (form f : {form::recurrent, form::chunkwise}) check_against_reference<TestType>(rng, sc, t, f, g);
+}
+
+TEST_CASE("cuda chunkwise works again after the workspace is handed back", "[cuda]") {
+  std::mt19937_64 rng(5);
+  const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
+  check_against_reference<la::GatedDelta>(rng, sc, dtype::bf16, form::chunkwise, harness::gates::mild);
+  cuda_tests::trim_workspace();
+  check_against_reference<la::GatedDelta>(rng, sc, dtype::bf16, form::chunkwise, harness::gates::mild);
 }
 
 TEST_CASE("cuda calls reject bad arguments before writing anything", "[cuda]") {

@@ -17,6 +17,7 @@
 #include "../core/validate.hpp"
 #include "spans.cuh"
 #include "status.cuh"
+#include "workspace_pool.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -104,11 +105,12 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   return p;
 }
 
-/// Device scratch from the stream-ordered allocator, freed (stream-ordered) at scope exit.
+/// Device scratch from the library's pool (workspace_pool.cuh), freed (stream-ordered) at
+/// scope exit.
 class scratch {
  public:
   scratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes) check(cudaMallocAsync(&ptr_, bytes, stream), "cudaMallocAsync(workspace)");
+    if (bytes) check(cudaMallocFromPoolAsync(&ptr_, bytes, workspace_pool(), stream), "cudaMallocFromPoolAsync(workspace)");
   }
   scratch(const scratch&) = delete;
   scratch& operator=(const scratch&) = delete;

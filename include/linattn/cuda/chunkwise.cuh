@@ -2,8 +2,9 @@
 /// \file
 /// `linattn::cuda::chunkwise_forward<Rule>`: the chunkwise form on the GPU, chunk 64, in two
 /// launches: the chunk-local pass (parallel over chunks and value heads) and the state pass
-/// (parallel over sequences, value heads and 16- or 32-column blocks of V; sequential over
-/// chunks).
+/// (parallel over sequences, value heads and column blocks of V; sequential over chunks).
+/// 16-bit inputs take the mma.sync kernels (chunk_local_mma_kernel, chunk_state_mma_kernel),
+/// fp32 inputs the WMMA 3xTF32 ones (chunk_local_kernel, chunk_state_kernel).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,7 +16,9 @@
 #include "../core/tensor_view.hpp"
 #include "call_setup.cuh"
 #include "chunk_local_kernel.cuh"
+#include "chunk_local_mma_kernel.cuh"
 #include "chunk_state_kernel.cuh"
+#include "chunk_state_mma_kernel.cuh"
 #include "dims.cuh"
 #include "supported_rule.cuh"
 
@@ -39,6 +42,57 @@ void launch_state(const chunk_args<Rule, E>& args, const problem& p, cudaStream_
         "cudaFuncSetAttribute(chunk_state_kernel)");
   kernel<<<dim3(unsigned(p.V / BV), unsigned(p.HV), unsigned(p.N)), S::threads, S::bytes, stream>>>(args);
   check_launch("chunk_state_kernel");
+}
+
+template <class Rule, class E, int K, int Groups, int Split>
+void launch_state_mma(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
+  using S = chunk_state_mma_layout<Rule, E, K, Groups, Split>;
+  auto* kernel = chunk_state_mma_kernel<Rule, E, K, Groups, Split>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::bytes),
+        "cudaFuncSetAttribute(chunk_state_mma_kernel)");
+  kernel<<<dim3(unsigned(p.V / S::BV), unsigned(p.HV), unsigned(p.N)), S::threads, S::bytes, stream>>>(args);
+  check_launch("chunk_state_mma_kernel");
+}
+
+/// The chunk-local pass, one block per (chunk, value head): mma.sync tiles for 16-bit inputs,
+/// WMMA with 3xTF32 products for fp32.
+template <class Rule, class E, int K, int V>
+void launch_local_pass(const chunk_args<Rule, E>& args, std::size_t n_chunks, const problem& p, cudaStream_t stream) {
+  const auto launch = [&](auto* kernel, int threads, int bytes) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "cudaFuncSetAttribute(chunk-local kernel)");
+    kernel<<<dim3(unsigned(n_chunks), unsigned(p.HV)), unsigned(threads), unsigned(bytes), stream>>>(args);
+    check_launch("chunk-local kernel");
+  };
+  if constexpr (sizeof(E) == 2) {
+    using L = chunk_local_mma_layout<Rule, E, K, V>;
+    launch(chunk_local_mma_kernel<Rule, E, K, V>, L::threads, L::bytes);
+  } else {
+    using L = chunk_local_layout<Rule, E, K, V>;
+    launch(chunk_local_kernel<Rule, E, K, V>, L::threads, L::bytes);
+  }
+}
+
+/// The state pass. 16-bit inputs: 16 value columns per warp group, state in registers. One
+/// block fits per multiprocessor, so the shape picks how wide a block is: few sequences x
+/// heads split each group's key columns over 4 warps (blocks of one or two such groups), more
+/// take 4 groups of 2 warps, many take all value columns in one block of one-warp groups: as
+/// few blocks as fill the multiprocessors, each reading the chunk's Q, K, W tiles once.
+/// fp32 inputs: the shared-memory state pass with 3xTF32 products.
+template <class Rule, class E, int K, int V>
+void launch_state_pass(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
+  const index_t sms = multiprocessors();
+  if constexpr (sizeof(E) == 2) {
+    const index_t units = p.N * p.HV * (V / 16);  // 16-column groups
+    if (units <= sms) launch_state_mma<Rule, E, K, 1, 4>(args, p, stream);
+    else if (units <= 2 * sms) launch_state_mma<Rule, E, K, 2, 4>(args, p, stream);
+    else if (units <= 4 * sms) launch_state_mma<Rule, E, K, 4, 2>(args, p, stream);
+    else launch_state_mma<Rule, E, K, V / 16, 1>(args, p, stream);
+  } else {
+    // 32 value columns per block, or 16 when that leaves multiprocessors idle
+    if (p.N * p.HV * (V / 32) >= sms) launch_state<Rule, E, K, 32>(args, p, stream);
+    else launch_state<Rule, E, K, 16>(args, p, stream);
+  }
 }
 
 }  // namespace detail
@@ -77,17 +131,8 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
 
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
-    if (n_chunks > 0) {
-      using L = detail::chunk_local_layout<Rule, E, K, V>;
-      auto* kernel = detail::chunk_local_kernel<Rule, E, K, V>;
-      detail::check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::bytes),
-                    "cudaFuncSetAttribute(chunk_local_kernel)");
-      kernel<<<dim3(unsigned(n_chunks), unsigned(p.HV)), L::threads, L::bytes, stream>>>(args);
-      detail::check_launch("chunk_local_kernel");
-    }
-    // 32 value columns per block, or 16 when that leaves SMs idle (few sequences x heads)
-    if (p.N * p.HV * (p.V / 32) >= detail::multiprocessors()) detail::launch_state<Rule, E, K, 32>(args, p, stream);
-    else detail::launch_state<Rule, E, K, 16>(args, p, stream);
+    if (n_chunks > 0) detail::launch_local_pass<Rule, E, K, V>(args, n_chunks, p, stream);
+    detail::launch_state_pass<Rule, E, K, V>(args, p, stream);
   });
 }
 

@@ -26,25 +26,30 @@ __device__ void load_rows(T* tile, int ld, const tensor_view<const T, 4>& x, ind
   constexpr int vec = 16 / int(sizeof(T));  // elements per 16-byte load
   constexpr int vecs = Cols / vec;          // 16-byte pieces per row
   static_assert(Cols % vec == 0, "tile width must be a multiple of 16 bytes");
-  // Each thread keeps one column piece and steps over rows: the address is computed once.
+  // Each thread keeps one column piece and steps over rows: pointers advance by a fixed step.
   const int threads = int(blockDim.x), tid = int(threadIdx.x);
-  const int c = (tid % vecs) * vec, row_step = threads / vecs;
+  const int c = (tid % vecs) * vec, row_step = threads / vecs, first = tid / vecs;
   if (tid >= row_step * vecs) return;
+  const int valid = n < Rows ? n : Rows;
   const T* src = &x(b, t0, h, c0 + c);
   const index_t stride_t = x.stride(1);
   const bool direct = x.stride(3) == 1 && (reinterpret_cast<std::uintptr_t>(src) % 16) == 0 &&
                       (stride_t * index_t(sizeof(T))) % 16 == 0;
-  for (int r = tid / vecs; r < Rows; r += row_step) {
-    T* dst = tile + r * ld + c;
-    if (r >= n) {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-    } else if (direct) {
-      copy_async_16(dst, src + r * stride_t);
-    } else {
+  if (direct) {
+    const T* from = src + first * stride_t;
+    T* to = tile + first * ld + c;
+    const index_t from_step = index_t(row_step) * stride_t;
+    const int to_step = row_step * ld;
+    for (int r = first; r < valid; r += row_step, from += from_step, to += to_step) copy_async_16(to, from);
+  } else {
+    for (int r = first; r < valid; r += row_step)
 #pragma unroll
-      for (int i = 0; i < vec; ++i) dst[i] = x(b, t0 + r, h, c0 + c + i);
-    }
+      for (int i = 0; i < vec; ++i) tile[r * ld + c + i] = x(b, t0 + r, h, c0 + c + i);
   }
+  // rows past the sequence are zero
+  int r = first;
+  if (valid > first) r += (valid - first + row_step - 1) / row_step * row_step;
+  for (; r < Rows; r += row_step) *reinterpret_cast<uint4*>(tile + r * ld + c) = make_uint4(0, 0, 0, 0);
 }
 
 /// v[0..8) = tile[0..8) as floats (16-byte aligned shared memory).

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Chunkwise form, pass 1 for 16-bit inputs (__half, __nv_bfloat16): the same chunk-local
+/// products as chunk_local_kernel.cuh on register-resident mma.sync tiles. One block of 8 warps
+/// per (chunk, value head); warp w owns rows [16 rb, 16 rb + 16), rb = w % 4, of every [C, *]
+/// result and half of its column blocks (ch = w / 4):
+///
+///   scores = scale (Q K^T ⊙ Gam)        causal; only column blocks <= rb are formed
+///   A      = stril(diag(beta) (K K^T ⊙ Gam))                 -> shared memory (fp32)
+///   X      = (I + A)^{-1}               blocked, 3xTF32 products (unit_lower_inverse.cuh)
+///   W      = X diag(beta exp b) K,  U = X diag(beta) V      X rounded to the input type
+///
+/// V is copied into the queries' tile while the inverse is formed.
+#pragma once
+
+#include "async_copy.cuh"
+#include "chunk_args.cuh"
+#include "mma.cuh"
+#include "rule_coefficients.cuh"
+#include "tile_io.cuh"
+#include "unit_lower_inverse.cuh"
+
+namespace linattn::cuda::detail {
+
+template <class Rule, class T, int K, int V>
+struct chunk_local_mma_layout {
+  static_assert(sizeof(T) == 2, "the mma.sync chunk-local pass takes 16-bit inputs");
+  static constexpr int warps = 8, threads = 32 * warps;
+  static constexpr int ldk = K + 8, ldv = V + 8, ldf = chunk + 4;
+  static constexpr int wide = (K > V ? K : V) + 8;
+  static constexpr int keys = 0;                                                   // T [C, ldk]
+  static constexpr int queries = keys + chunk * ldk * 2;                           // T [C, ldk], then V [C, ldv]
+  static constexpr int a = queries + chunk * wide * 2;                             // f32 [C, ldf]
+  static constexpr int x = a + (corrects<Rule> ? chunk * ldf * 4 : 0);             // f32 [C, ldf]
+  static constexpr int scratch = x + (corrects<Rule> ? chunk * ldf * 4 : 0);       // f32 [warps, 16 x 8]
+  static constexpr int gates = scratch + (corrects<Rule> ? warps * 16 * 8 * 4 : 0);  // f32 [C]
+  static constexpr int betas = gates + chunk * 4;                                  // f32 [C]
+  static constexpr int bytes = betas + chunk * 4;
+};
+
+/// Stores columns j, j+1 of a workspace row (contiguous) as one 4-byte store.
+template <class T>
+__device__ inline void store_pair(T* row, int j, float lo, float hi) {
+  *reinterpret_cast<std::uint32_t*>(row + j) = pack2<T>(lo, hi);
+}
+
+template <class Rule, class T, int K, int V>
+__global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule, T> args) {
+  using L = chunk_local_mma_layout<Rule, T, K, V>;
+  constexpr int CT = chunk / 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* keys = reinterpret_cast<T*>(smem + L::keys);
+  T* queries = reinterpret_cast<T*>(smem + L::queries);
+  T* values = queries;  // after the scores
+  float* a_tile = reinterpret_cast<float*>(smem + L::a);
+  float* x_tile = reinterpret_cast<float*>(smem + L::x);
+  float* gates = reinterpret_cast<float*>(smem + L::gates);
+  float* betas = reinterpret_cast<float*>(smem + L::betas);
+
+  const int per_row = (args.length + chunk - 1) / chunk;
+  const int first = int(blockIdx.x % per_row) * chunk;
+  const span c = args.chunks ? args.chunks[blockIdx.x]
+                             : span{int(blockIdx.x / per_row), first, min(chunk, args.length - first), 0};
+  const index_t hv = blockIdx.y, h = hv / args.group;
+  const index_t b = c.b, t0 = c.start;
+  const int n = c.length;
+  const auto& in = args.in;
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int rb = warp % 4, ch = warp / 4;
+  const int r0 = 16 * rb;  // this warp's rows
+
+  load_rows<chunk, K>(keys, L::ldk, in.k, b, t0, n, h);
+  load_rows<chunk, K>(queries, L::ldk, in.q, b, t0, n, h);
+  commit_copies();
+  if (tid < chunk) gates[tid] = tid < n ? log_gate<Rule, T>(in, b, t0 + tid, hv) : 0.0f;
+  wait_copies<0>();
+  __syncthreads();
+
+  if constexpr (corrects<Rule>) {  // beta needs ||k||^2: each warp 8 rows
+    for (int r = 8 * warp; r < 8 * warp + 8; ++r) {
+      float kk = 0.0f;
+      for (int i = lane; i < K; i += 32) {
+        const float v = to_float(keys[r * L::ldk + i]);
+        kk += v * v;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
+      if (lane == 0) betas[r] = r < n ? write_strength<Rule, T>(in, b, t0 + r, hv, kk) : 0.0f;
+    }
+  }
+  if (warp == L::warps - 1) {  // chunk-local cumsum: two gates per lane, then a warp scan
+    const float g0 = gates[2 * lane], g1 = g0 + gates[2 * lane + 1];
+    float run = g1;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float up = __shfl_up_sync(0xffffffffu, run, o);
+      if (lane >= o) run += up;
+    }
+    gates[2 * lane] = run - g1 + g0;
+    gates[2 * lane + 1] = run;
+  }
+  __syncthreads();
+  if (tid < n) args.gate_cumsum(b, t0 + tid, hv) = gates[tid];
+
+  // Q K^T and K K^T on this warp's rows, column blocks p = 2 lp + ch <= rb (the rest is
+  // masked); the accumulators hold this warp's blocks only
+  const ldm_lane al{lane % 16, (lane / 16) * 8}, bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
+  float sc[CT / 2][4] = {}, gr[CT / 2][4] = {};
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    std::uint32_t aq[4], ak[4];
+    ldmatrix_x4(aq, queries + (r0 + al.row) * L::ldk + 16 * ks + al.col);
+    if constexpr (corrects<Rule>) ldmatrix_x4(ak, keys + (r0 + al.row) * L::ldk + 16 * ks + al.col);
+#pragma unroll
+    for (int lp = 0; lp < CT / 4; ++lp) {
+      const int p = 2 * lp + ch;
+      if (p > rb) continue;
+      std::uint32_t bk[4];
+      ldmatrix_x4(bk, keys + (16 * p + bl.row) * L::ldk + 16 * ks + bl.col);
+      mma_16816<T>(sc[2 * lp], aq, bk[0], bk[1]);
+      mma_16816<T>(sc[2 * lp + 1], aq, bk[2], bk[3]);
+      if constexpr (corrects<Rule>) {
+        mma_16816<T>(gr[2 * lp], ak, bk[0], bk[1]);
+        mma_16816<T>(gr[2 * lp + 1], ak, bk[2], bk[3]);
+      }
+    }
+  }
+  const float scale = args.scale;
+#pragma unroll
+  for (int ln = 0; ln < CT / 2; ++ln) {
+    const int p = 2 * (ln / 2) + ch, j = 16 * p + 8 * (ln % 2) + 2 * t;
+    if (p > rb) continue;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = r0 + g + 8 * half;
+      const float e0 = j <= r ? __expf(gates[r] - gates[j]) : 0.0f;
+      const float e1 = j + 1 <= r ? __expf(gates[r] - gates[j + 1]) : 0.0f;
+      if (r < n) store_pair(&args.scores(b, t0 + r, hv, 0), j, scale * sc[ln][2 * half] * e0, scale * sc[ln][2 * half + 1] * e1);
+      if constexpr (corrects<Rule>) {
+        const float s0 = j < r ? betas[r] * e0 : 0.0f, s1 = j + 1 < r ? betas[r] * e1 : 0.0f;
+        *reinterpret_cast<float2*>(a_tile + r * L::ldf + j) = make_float2(s0 * gr[ln][2 * half], s1 * gr[ln][2 * half + 1]);
+      }
+    }
+  }
+  if constexpr (corrects<Rule>) {
+    __syncthreads();  // A is complete; the queries' tile is free
+    load_rows<chunk, V>(values, L::ldv, in.v, b, t0, n, hv);
+    commit_copies();
+    invert_unit_lower_tc(a_tile, L::ldf, x_tile, L::ldf, reinterpret_cast<float*>(smem + L::scratch));
+    wait_copies<0>();
+    __syncthreads();
+
+    // W = X diag(beta exp b) K and U = X diag(beta) V on this warp's rows and half of the
+    // columns (X lower triangular: k-steps q <= rb)
+    const auto products = [&](const T* tile, int ld, auto cols, bool decayed, const tensor_view<T, 4>& dst) {
+      constexpr int D = decltype(cols)::value, LP = D / 32;  // 16-column pairs per half
+      float acc[2 * LP][4] = {};
+      T* rows[2] = {&dst(b, t0 + min(r0 + g, n - 1), hv, 0), &dst(b, t0 + min(r0 + g + 8, n - 1), hv, 0)};
+#pragma unroll
+      for (int q = 0; q < CT / 2; ++q) {
+        if (q > rb) continue;
+        const int j = 16 * q + 2 * t;
+        float f[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const int col = j + (m & 1) + 8 * (m >> 1);
+          f[m] = decayed ? betas[col] * __expf(gates[col]) : betas[col];
+        }
+        const float2 x00 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * L::ldf + j);
+        const float2 x10 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * L::ldf + j);
+        const float2 x01 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * L::ldf + j + 8);
+        const float2 x11 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * L::ldf + j + 8);
+        const std::uint32_t a[4] = {pack2<T>(x00.x * f[0], x00.y * f[1]), pack2<T>(x10.x * f[0], x10.y * f[1]),
+                                    pack2<T>(x01.x * f[2], x01.y * f[3]), pack2<T>(x11.x * f[2], x11.y * f[3])};
+#pragma unroll
+        for (int lp = 0; lp < LP; ++lp) {
+          std::uint32_t bt[4];
+          ldmatrix_x4<true>(bt, tile + (16 * q + kl.row) * ld + 16 * (ch * LP + lp) + kl.col);
+          mma_16816<T>(acc[2 * lp], a, bt[0], bt[1]);
+          mma_16816<T>(acc[2 * lp + 1], a, bt[2], bt[3]);
+        }
+      }
+#pragma unroll
+      for (int ln = 0; ln < 2 * LP; ++ln)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = r0 + g + 8 * half;
+          if (r < n) store_pair(rows[half], 16 * ch * LP + 8 * ln + 2 * t, acc[ln][2 * half], acc[ln][2 * half + 1]);
+        }
+    };
+    products(keys, L::ldk, std::integral_constant<int, K>{}, true, args.w);
+    products(values, L::ldv, std::integral_constant<int, V>{}, false, args.u);
+  }
+}
+
+}  // namespace linattn::cuda::detail

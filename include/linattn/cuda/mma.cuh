@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Warp-level tensor-core products with the operands in registers (PTX mma.sync m16n8k16,
+/// 16-bit operands, fp32 accumulators) and the ldmatrix loads that fill them from shared
+/// memory. Fragment layouts (lane = 4 g + t):
+///
+///   A [16, 16] row:   a0 = (g, 2t..2t+1)   a1 = (g+8, 2t..)   a2 = (g, 2t+8..)   a3 = (g+8, 2t+8..)
+///   B [16, 8]  col:   b0 = (2t..2t+1, g)   b1 = (2t+8.., g)
+///   C [16, 8]  f32:   c0, c1 = (g, 2t), (g, 2t+1)            c2, c3 = (g+8, 2t), (g+8, 2t+1)
+///
+/// so two neighbouring C tiles (columns 0-7 and 8-15) repack into one A tile without moving
+/// data between lanes (`pack_a`).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace linattn::cuda::detail {
+
+/// Two floats as one register of two 16-bit values (`lo` in the low half).
+template <class T>
+__device__ inline std::uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+}
+
+/// The two 16-bit values of a register as floats.
+template <class T>
+__device__ inline float2 unpack2(std::uint32_t r) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
+  else return __half22float2(*reinterpret_cast<const __half2*>(&r));
+}
+
+/// A fragment from two C tiles (columns 0-7 in `left`, 8-15 in `right`), each element times
+/// the factor of its column: f[0], f[1] for columns 2t, 2t+1 of `left`, f[2], f[3] of `right`.
+template <class T>
+__device__ inline void pack_a(std::uint32_t (&a)[4], const float (&left)[4], const float (&right)[4],
+                              const float (&f)[4]) {
+  a[0] = pack2<T>(left[0] * f[0], left[1] * f[1]);
+  a[1] = pack2<T>(left[2] * f[0], left[3] * f[1]);
+  a[2] = pack2<T>(right[0] * f[2], right[1] * f[3]);
+  a[3] = pack2<T>(right[2] * f[2], right[3] * f[3]);
+}
+
+template <class T>
+__device__ inline void pack_a(std::uint32_t (&a)[4], const float (&left)[4], const float (&right)[4]) {
+  a[0] = pack2<T>(left[0], left[1]);
+  a[1] = pack2<T>(left[2], left[3]);
+  a[2] = pack2<T>(right[0], right[1]);
+  a[3] = pack2<T>(right[2], right[3]);
+}
+
+/// d += a b on one 16x8x16 tile.
+template <class T>
+__device__ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// x as a TF32 pair: hi = x rounded to TF32, lo = the TF32 rounding of the rest.
+__device__ inline void split_tf32(float x, std::uint32_t& hi, std::uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+
+/// d += a b on one 16x8x8 tile of fp32 operands given as TF32 pairs, in three products
+/// (a_lo b_hi + a_hi b_lo + a_hi b_hi), which keeps fp32 accuracy. TF32 fragments (lane = 4 g + t):
+/// A [16, 8]: a0 = (g, t), a1 = (g+8, t), a2 = (g, t+4), a3 = (g+8, t+4); B [8, 8]: b0 = (t, g),
+/// b1 = (t+4, g); C as for m16n8k16.
+__device__ inline void mma_1688_3xtf32(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
+                                       const std::uint32_t (&bh)[2], const std::uint32_t (&bl)[2]) {
+  const auto one = [&](const std::uint32_t (&x)[4], const std::uint32_t (&y)[2]) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(y[0]), "r"(y[1]));
+  };
+  one(al, bh);
+  one(ah, bl);
+  one(ah, bh);
+}
+
+/// Four 8x8 16-bit matrices from shared memory; lane i gives the address of row i % 8 of
+/// matrix i / 8 and receives element (lane / 4, 2 (lane % 4) ..+1) of each matrix in r[0..3]
+/// (`Trans`: element (2 (lane % 4) ..+1, lane / 4), i.e. of the transposed matrix).
+template <bool Trans = false>
+__device__ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s)
+                 : "memory");
+}
+
+/// Lane offsets (row, column) into a row-major tile for one ldmatrix_x4 that yields
+///  - `b_tiles`: the B fragments of two n-tiles (rows = n, columns = k: r = {b0, b1} of n-tile 0,
+///    then of n-tile 1), or, with Trans, C-layout pairs of a [k, n] tile read transposed;
+///  - `kn_tiles` (Trans): the B fragments of two n-tiles from a tile stored [k, n].
+struct ldm_lane {
+  int row, col;
+  __device__ static ldm_lane b_tiles(int lane) { return {(lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8}; }
+  __device__ static ldm_lane kn_tiles(int lane) { return {(lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8}; }
+};
+
+}  // namespace linattn::cuda::detail
