@@ -21,6 +21,14 @@ struct chunk_args : call_args<Rule, T> {
   tensor_view<T, 4> scores;               // [B, T, HV, chunk]  scale (Q K^T ⊙ Gam), causal; only the
                                           // 16x16 tiles on or below the diagonal are written
   tensor_view<float, 3> gate_cumsum;      // [B, T, HV]  b = chunk-local cumsum of log gates
+
+  /// Chunk i of the call (block i of a chunk-local launch): from the table, or chunk
+  /// i % per_row of batch row i / per_row.
+  __device__ span chunk_at(unsigned i) const {
+    if (chunks) return chunks[i];
+    const int per_row = (this->length + chunk - 1) / chunk, first = int(i % unsigned(per_row)) * chunk;
+    return span{int(i / unsigned(per_row)), first, min(chunk, this->length - first), 0};
+  }
 };
 
 }  // namespace linattn::cuda::detail

@@ -13,6 +13,7 @@
 
 #include "block_gemm.cuh"
 #include "chunk_args.cuh"
+#include "chunk_coefficients.cuh"
 #include "rule_coefficients.cuh"
 #include "tile_io.cuh"
 #include "unit_lower_inverse.cuh"
@@ -55,49 +56,16 @@ __global__ void __launch_bounds__(512) chunk_local_kernel(chunk_args<Rule, T> ar
   float* gates = reinterpret_cast<float*>(smem + L::gates);
   float* betas = reinterpret_cast<float*>(smem + L::betas);
 
-  const int per_row = (args.length + chunk - 1) / chunk;
-  const int first = int(blockIdx.x % per_row) * chunk;
-  const span c = args.chunks ? args.chunks[blockIdx.x]
-                             : span{int(blockIdx.x / per_row), first, min(chunk, args.length - first), 0};
+  const span c = args.chunk_at(blockIdx.x);
   const index_t hv = blockIdx.y, h = hv / args.group;
   const index_t b = c.b, t0 = c.start;
   const int n = c.length;
   const auto& in = args.in;
-  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const int tid = int(threadIdx.x);
 
-  load_rows<chunk, K>(keys, L::ldk, in.k, b, t0, n, h);
-  load_rows<chunk, K>(queries, L::ldk, in.q, b, t0, n, h);
-  commit_copies();
-  if (tid < chunk) gates[tid] = tid < n ? log_gate<Rule, T>(in, b, t0 + tid, hv) : 0.0f;
-  wait_copies<0>();
-  __syncthreads();
+  load_keys_queries_gates<K>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
 
-  // beta needs ||k||^2: one warp per row.
-  if constexpr (corrects<Rule>) {
-    for (int r = warp; r < chunk; r += L::warps) {
-      float kk = 0.0f;
-      for (int i = lane; i < K; i += 32) {
-        const float x = to_float(keys[r * L::ldk + i]);
-        kk += x * x;
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
-      if (lane == 0) betas[r] = r < n ? write_strength<Rule, T>(in, b, t0 + r, hv, kk) : 0.0f;
-    }
-  }
-  if (warp == L::warps - 1) {  // chunk-local cumsum: two gates per lane, then a warp scan
-    const float g0 = gates[2 * lane], g1 = g0 + gates[2 * lane + 1];
-    float run = g1;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float up = __shfl_up_sync(0xffffffffu, run, o);
-      if (lane >= o) run += up;
-    }
-    gates[2 * lane] = run - g1 + g0;
-    gates[2 * lane + 1] = run;
-  }
-  __syncthreads();
-  if (tid < n) args.gate_cumsum(b, t0 + tid, hv) = gates[tid];
+  chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, b, t0, n, hv);
 
   // scores = scale (Q K^T ⊙ Gam), causal; rows past n are not stored.
   const float scale = args.scale;

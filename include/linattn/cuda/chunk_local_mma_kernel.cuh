@@ -15,6 +15,7 @@
 
 #include "async_copy.cuh"
 #include "chunk_args.cuh"
+#include "chunk_coefficients.cuh"
 #include "mma.cuh"
 #include "rule_coefficients.cuh"
 #include "tile_io.cuh"
@@ -57,10 +58,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   float* gates = reinterpret_cast<float*>(smem + L::gates);
   float* betas = reinterpret_cast<float*>(smem + L::betas);
 
-  const int per_row = (args.length + chunk - 1) / chunk;
-  const int first = int(blockIdx.x % per_row) * chunk;
-  const span c = args.chunks ? args.chunks[blockIdx.x]
-                             : span{int(blockIdx.x / per_row), first, min(chunk, args.length - first), 0};
+  const span c = args.chunk_at(blockIdx.x);
   const index_t hv = blockIdx.y, h = hv / args.group;
   const index_t b = c.b, t0 = c.start;
   const int n = c.length;
@@ -69,38 +67,9 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   const int rb = warp % 4, ch = warp / 4;
   const int r0 = 16 * rb;  // this warp's rows
 
-  load_rows<chunk, K>(keys, L::ldk, in.k, b, t0, n, h);
-  load_rows<chunk, K>(queries, L::ldk, in.q, b, t0, n, h);
-  commit_copies();
-  if (tid < chunk) gates[tid] = tid < n ? log_gate<Rule, T>(in, b, t0 + tid, hv) : 0.0f;
-  wait_copies<0>();
-  __syncthreads();
+  load_keys_queries_gates<K>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
 
-  if constexpr (corrects<Rule>) {  // beta needs ||k||^2: each warp 8 rows
-    for (int r = 8 * warp; r < 8 * warp + 8; ++r) {
-      float kk = 0.0f;
-      for (int i = lane; i < K; i += 32) {
-        const float v = to_float(keys[r * L::ldk + i]);
-        kk += v * v;
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
-      if (lane == 0) betas[r] = r < n ? write_strength<Rule, T>(in, b, t0 + r, hv, kk) : 0.0f;
-    }
-  }
-  if (warp == L::warps - 1) {  // chunk-local cumsum: two gates per lane, then a warp scan
-    const float g0 = gates[2 * lane], g1 = g0 + gates[2 * lane + 1];
-    float run = g1;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float up = __shfl_up_sync(0xffffffffu, run, o);
-      if (lane >= o) run += up;
-    }
-    gates[2 * lane] = run - g1 + g0;
-    gates[2 * lane + 1] = run;
-  }
-  __syncthreads();
-  if (tid < n) args.gate_cumsum(b, t0 + tid, hv) = gates[tid];
+  chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, b, t0, n, hv);
 
   // Q K^T and K K^T on this warp's rows, column blocks p = 2 lp + ch <= rb (the rest is
   // masked); the accumulators hold this warp's blocks only
