@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The CUDA side of the device tests: copies a float64 problem to the GPU in the chosen input
+/// type and layout, calls linattn::cuda, and copies the results back. Output and state
+/// buffers are filled with NaN bytes before every call so that an unwritten element shows.
+/// Included by the device_runs*.cu files, each of which instantiates `run` and `bad_call` for
+/// some of the rules (separate translation units so that the build compiles them in parallel).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <linattn/cuda.cuh>
+
+#include "device_runs.hpp"
+
+namespace cuda_tests {
+
+namespace la = linattn;
+using la::index_t;
+
+namespace {
+
+void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+/// A device allocation, NaN-filled (all bits set) at birth.
+class device_memory {
+ public:
+  explicit device_memory(std::size_t bytes) : bytes_(bytes) {
+    ok(cudaMalloc(&p_, bytes ? bytes : 1), "cudaMalloc");
+    ok(cudaMemset(p_, 0xff, bytes ? bytes : 1), "cudaMemset");
+  }
+  device_memory(const device_memory&) = delete;
+  device_memory& operator=(const device_memory&) = delete;
+  ~device_memory() { cudaFree(p_); }
+  template <class E>
+  E* as() const { return static_cast<E*>(p_); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_;
+};
+
+template <class E>
+E convert(double x) { return la::cuda::detail::from_float<E>(static_cast<float>(x)); }
+
+/// A [B, T, heads, D] tensor on the device, row-major or head-first ([B, heads, T, D]).
+template <class E>
+struct device_tensor {
+  device_memory mem;
+  la::tensor_view<E, 4> view;
+
+  device_tensor(std::array<index_t, 4> e, bool head_first)
+      : mem(std::size_t(e[0] * e[1] * e[2] * e[3]) * sizeof(E)) {
+    std::array<index_t, 4> s{e[1] * e[2] * e[3], e[2] * e[3], e[3], 1};
+    if (head_first) s = {e[1] * e[2] * e[3], e[3], e[1] * e[3], 1};
+    view = la::tensor_view<E, 4>(mem.as<E>(), e, s);
+  }
+  /// Row-major logical values in; the layout is applied on the host.
+  void set(const std::vector<double>& x) {
+    std::vector<E> host(mem.bytes() / sizeof(E));
+    for_each([&](index_t logical, index_t physical) { host[std::size_t(physical)] = convert<E>(x.at(std::size_t(logical))); });
+    ok(cudaMemcpy(mem.as<E>(), host.data(), mem.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  }
+  std::vector<double> get() const {
+    std::vector<E> host(mem.bytes() / sizeof(E));
+    ok(cudaMemcpy(host.data(), mem.as<E>(), mem.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    std::vector<double> x(host.size());
+    for_each([&](index_t logical, index_t physical) { x[std::size_t(logical)] = la::cuda::detail::to_float(host[std::size_t(physical)]); });
+    return x;
+  }
+
+ private:
+  template <class F>
+  void for_each(F&& f) const {
+    index_t logical = 0;
+    for (index_t a = 0; a < view.extent(0); ++a)
+      for (index_t b = 0; b < view.extent(1); ++b)
+        for (index_t c = 0; c < view.extent(2); ++c)
+          for (index_t d = 0; d < view.extent(3); ++d)
+            f(logical++, a * view.stride(0) + b * view.stride(1) + c * view.stride(2) + d * view.stride(3));
+  }
+};
+
+/// A contiguous [B, T, HV] tensor (gates, beta, delta).
+template <class E>
+struct device_scalars {
+  device_memory mem;
+  la::tensor_view<E, 3> view;
+  device_scalars(const std::vector<double>& x, index_t B, index_t T, index_t HV)
+      : mem(x.size() * sizeof(E)), view(la::view(mem.as<E>(), B, T, HV)) {
+    std::vector<E> host(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) host[i] = convert<E>(x[i]);
+    ok(cudaMemcpy(mem.as<E>(), host.data(), mem.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  }
+};
+
+template <class E>
+E* offset_rows(E* p, index_t t, index_t stride_t) { return p + t * stride_t; }
+
+/// One token of a [B, T, ...] view: [B, 1, ...].
+template <class E, int R>
+la::tensor_view<E, R> token(const la::tensor_view<E, R>& v, index_t t) {
+  auto e = v.extents();
+  e[1] = 1;
+  return la::tensor_view<E, R>(v.data() + t * v.stride(1), e, v.strides());
+}
+
+template <class Rule, class E>
+struct device_problem {
+  device_tensor<E> q, k, v;
+  std::optional<device_scalars<E>> g, beta;
+  typename Rule::template inputs<E> in{};
+
+  device_problem(const ref::problem& p, bool head_first)
+      : q({p.d.B, p.d.T, p.d.H, p.d.K}, head_first),
+        k({p.d.B, p.d.T, p.d.H, p.d.K}, head_first),
+        v({p.d.B, p.d.T, p.d.HV, p.d.V}, head_first) {
+    q.set(p.q);
+    k.set(p.k);
+    v.set(p.v);
+    in.q = q.view;
+    in.k = k.view;
+    in.v = v.view;
+    if constexpr (requires { in.g; }) {
+      g.emplace(p.g, p.d.B, p.d.T, p.d.HV);
+      in.g = g->view;
+    }
+    if constexpr (requires { in.beta; }) {
+      beta.emplace(p.beta, p.d.B, p.d.T, p.d.HV);
+      in.beta = beta->view;
+    }
+    if constexpr (requires { in.delta; }) {
+      beta.emplace(p.beta, p.d.B, p.d.T, p.d.HV);
+      in.delta = beta->view;
+    }
+  }
+
+  /// The same inputs restricted to token t.
+  typename Rule::template inputs<E> at(index_t t) const {
+    auto x = in;
+    x.q = token(in.q, t);
+    x.k = token(in.k, t);
+    x.v = token(in.v, t);
+    if constexpr (requires { x.g; }) x.g = token(in.g, t);
+    if constexpr (requires { x.beta; }) x.beta = token(in.beta, t);
+    if constexpr (requires { x.delta; }) x.delta = token(in.delta, t);
+    return x;
+  }
+};
+
+std::vector<double> read_floats(const device_memory& m) {
+  std::vector<float> host(m.bytes() / sizeof(float));
+  ok(cudaMemcpy(host.data(), m.as<float>(), m.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  return {host.begin(), host.end()};
+}
+
+void write_floats(device_memory& m, const std::vector<double>& x) {
+  std::vector<float> host(x.begin(), x.end());
+  ok(cudaMemcpy(m.as<float>(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+}
+
+template <class Rule, class E>
+outcome run_typed(const ref::problem& p, form f, const config& c) {
+  const auto& d = p.d;
+  device_problem<Rule, E> dp(p, c.head_first);
+  device_tensor<E> out({d.B, d.T, d.HV, d.V}, c.head_first);
+  const index_t N = p.sequences();
+  const std::size_t state_elems = std::size_t(N) * d.HV * d.K * d.V;
+  device_memory s0(state_elems * sizeof(float)), s1(state_elems * sizeof(float));
+  const auto state_view = [&](device_memory& m) { return la::view(m.as<float>(), N, index_t(d.HV), index_t(d.K), index_t(d.V)); };
+  if (c.use_s0) write_floats(s0, p.s0);
+  else ok(cudaMemset(s0.as<float>(), 0, s0.bytes()), "cudaMemset");
+
+  la::options<float> opt;
+  opt.scale = p.scale;
+  std::vector<std::int64_t> cu_host(p.cu);
+  std::vector<std::int32_t> cu32(p.cu.begin(), p.cu.end());
+  device_memory cu_dev(cu32.size() * sizeof(std::int32_t));
+  if (!p.cu.empty()) {
+    if (c.cu_on_device) {
+      ok(cudaMemcpy(cu_dev.as<std::int32_t>(), cu32.data(), cu_dev.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+      opt.cu_seqlens = la::tensor_view<const std::int32_t, 1>(cu_dev.as<std::int32_t>(), {index_t(cu32.size())}, {1});
+    } else {
+      opt.cu_seqlens = la::tensor_view<const std::int64_t, 1>(cu_host.data(), {index_t(cu_host.size())}, {1});
+    }
+  }
+  outcome r;
+  if (f == form::decode) {
+    for (index_t t = 0; t < d.T; ++t)
+      la::cuda::decode_step<Rule>(dp.at(t), token(out.view, t), state_view(s0), la::options<float>{.scale = p.scale});
+    ok(cudaDeviceSynchronize(), "decode_step");
+    r.s = read_floats(s0);
+  } else {
+    if (c.use_s0) opt.initial_state = state_view(s0);
+    if (c.want_state) opt.final_state = state_view(s1);
+    if (f == form::chunkwise) la::cuda::chunkwise_forward<Rule>(dp.in, out.view, opt);
+    else la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
+    ok(cudaDeviceSynchronize(), name(f));
+    if (c.want_state) r.s = read_floats(s1);
+  }
+  r.o = out.get();
+  for (double x : r.o)
+    if (std::isnan(x)) r.out_all_written = false;
+  return r;
+}
+
+}  // namespace
+
+template <class Rule>
+outcome run(const ref::problem& p, dtype t, form f, const config& c) {
+  switch (t) {
+    case dtype::f32: return run_typed<Rule, float>(p, f, c);
+    case dtype::f16: return run_typed<Rule, __half>(p, f, c);
+    default: return run_typed<Rule, __nv_bfloat16>(p, f, c);
+  }
+}
+
+template <class Rule>
+std::string bad_call(const char* what) {
+  const std::string w = what;
+  const index_t K = w == "head_size" ? 96 : 64;
+  ref::problem p;
+  p.d = {1, 5, 1, 1, int(K), 64};
+  auto fill = [](std::vector<double>& x, std::size_t n) { x.assign(n, 0.5); };
+  fill(p.q, std::size_t(5 * K)), fill(p.k, std::size_t(5 * K)), fill(p.v, 5 * 64), fill(p.g, 5), fill(p.beta, 5);
+  device_problem<Rule, float> dp(p, false);
+  device_tensor<float> out({1, 5, 1, 64}, false);
+  la::options<float> opt;
+  std::vector<float> host_q(std::size_t(5 * K), 1.0f);
+  auto in = dp.in;
+  if (w == "host_pointer") in.q = la::view(static_cast<const float*>(host_q.data()), 1, 5, 1, K);
+  if (w == "chunk_size") opt.chunk_size = 32;
+  try {
+    la::cuda::chunkwise_forward<Rule>(in, out.view, opt);
+  } catch (const la::error& e) {
+    // nothing may have been written
+    for (double x : out.get())
+      if (!std::isnan(x)) return std::string("wrote output before throwing: ") + e.what();
+    return e.what();
+  }
+  return {};
+}
+
+#define LINATTN_TEST_RULE(R)                                              \
+  template outcome run<la::R>(const ref::problem&, dtype, form, const config&); \
+  template std::string bad_call<la::R>(const char*);
+
+}  // namespace cuda_tests
