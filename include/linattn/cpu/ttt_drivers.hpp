@@ -84,9 +84,18 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
           states[i].load(in, w_in, seq, hv);
           longest = std::max(longest, p.length(seq));
         }
+        const auto prefetch = [&](index_t t, index_t i) {  // task i's tile at t, if any
+          const index_t seq = (first + i) / p.HV, hv = (first + i) % p.HV, n = p.length(seq);
+          if (t < n) ttt_dual<Rule, T, A>::prefetch(in, out, p.batch(seq), p.start(seq) + t, std::min(tile, n - t),
+                                                    p.qk_head(hv), hv);
+        };
         for (index_t t = 0; t < longest; t += tile)
           for (index_t i = 0; i < count; ++i) {
             const index_t seq = (first + i) / p.HV, hv = (first + i) % p.HV, n = p.length(seq);
+            if (i + 1 < count)  // the next tile to run
+              prefetch(t, i + 1);
+            else
+              prefetch(t + tile, 0);
             if (t < n)
               dual.run(in, out, states[i], p.batch(seq), p.start(seq) + t, std::min(tile, n - t), p.qk_head(hv), hv,
                        scale);

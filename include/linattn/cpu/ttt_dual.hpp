@@ -36,6 +36,15 @@ inline void ttt_prefetch(const void* p) {
 #endif
 }
 
+/// The same, into L2 only.
+inline void ttt_prefetch_l2(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 2);
+#else
+  (void)p;
+#endif
+}
+
 template <class Rule, class T, class A>
 class ttt_dual {
  public:
@@ -46,6 +55,26 @@ class ttt_dual {
       : mb_(in.mini_batch), Q_(capacity, D), K_(capacity, D), Y_(capacity, D), c_(capacity), tau_(mb_),
         X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_), s1_(mb_), s2_(mb_) {
     for (index_t i = 0; i < mb_; ++i) tau_(i) = Rule::template tau<T, A>(in, i + 1);
+  }
+
+  /// Requests into L2 what run() with these arguments will read and write: the q, k, v and
+  /// output rows and the steps (issued by the driver one tile ahead, so that the strided rows
+  /// arrive while the current tile computes).
+  static void prefetch(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n,
+                       index_t hq, index_t hv) {
+    const auto lines = [](const auto* p, index_t count, index_t stride) {
+      if (stride != 1) return;
+      const char* c = reinterpret_cast<const char*>(p);
+      for (index_t o = 0; o < count * static_cast<index_t>(sizeof(T)); o += 64) ttt_prefetch_l2(c + o);
+    };
+    const index_t D = in.q.extent(3);
+    for (index_t t = t0; t < t0 + n; ++t) {
+      lines(&in.q(b, t, hq, 0), D, in.q.stride(3));
+      lines(&in.k(b, t, hq, 0), D, in.k.stride(3));
+      lines(&in.v(b, t, hv, 0), D, in.v.stride(3));
+      lines(&out(b, t, hv, 0), D, out.stride(3));
+      ttt_prefetch_l2(&in.eta(b, t, hv));
+    }
   }
 
   /// Tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq), from state st.
