@@ -53,10 +53,7 @@ class ttt_dual {
   /// Tiles of up to `capacity` tokens, head dim D.
   ttt_dual(const inputs_t& in, index_t capacity, index_t D)
       : mb_(in.mini_batch), Q_(capacity, D), K_(capacity, D), Y_(capacity, D), c_(capacity), tau_(mb_),
-        X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_), s1_(mb_), s2_(mb_),
-        group_(std::clamp<index_t>(max_block_rows / mb_, 1, std::max<index_t>(1, capacity / mb_))),
-        ZK_(group_ * mb_, D), ZQ_(group_ * mb_, D), GB_(group_ * mb_, D), SK_(group_ * mb_, group_ * mb_),
-        SQ_(group_ * mb_, group_ * mb_), rb_(group_ * mb_), t1_(group_ * mb_), t2_(group_ * mb_) {
+        X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_), s1_(mb_), s2_(mb_) {
     for (index_t i = 0; i < mb_; ++i) tau_(i) = Rule::template tau<T, A>(in, i + 1);
   }
 
@@ -86,13 +83,6 @@ class ttt_dual {
     if (n == 0) return;
     load_tile(in, b, t0, n, hq, hv, scale);
     for (index_t r0 = 0; r0 < n;) {
-      const index_t g = st.pos == 0 ? std::min(group_, (n - r0) / mb_) : 0;  // whole mini-batches
-      if (g >= 2) {
-        block(st, r0, g);
-        store_rows(out, b, t0 + r0, hv, g * mb_, ZK_.topRows(g * mb_));
-        r0 += g * mb_;
-        continue;
-      }
       const index_t m = std::min(mb_ - st.pos, n - r0);
       segment(st, r0, m);
       store_rows(out, b, t0 + r0, hv, m, O_.topRows(m));
@@ -191,63 +181,6 @@ class ttt_dual {
     if (st.pos == mb_) st.finish_mini_batch(tau_b);
   }
 
-  /// Rows [r0, r0 + g b) of the tile: g >= 2 whole mini-batches from a state at a mini-batch
-  /// boundary (W_0, b_0), with the heavy work as block-sized products. Rows are tokens,
-  /// mini-batch m = rows [m b, (m + 1) b), G = diag(c) g_z (scaled gradients), tau_b = tau of
-  /// the last position; mini-batch m starts from W_m = W_0 - tau_b K_{<m}^T G_{<m},
-  /// b_m = b_0 - tau_b 1^T G_{<m}, so (MATH.md §6.4 with the bias as an all-ones key)
-  ///
-  ///   K_m W_m + 1 b_m = (K W_0 + 1 b_0)_m - tau_b (K_m K_{<m}^T + 1 1^T) G_{<m}
-  ///   Zbar            = Q W_0 + 1 b_0 - (M ⊙ (Q K^T + 1 1^T)) G,
-  ///                     M_ij = tau_b (j in an earlier mini-batch than i),
-  ///                            tau_{pos(i)} (same mini-batch, j <= i), 0 otherwise
-  ///   W_0 -= tau_b K^T G,  b_0 -= tau_b 1^T G      (once for the g mini-batches)
-  ///
-  /// Outputs are left in ZK_ (rows [0, g b)).
-  void block(ttt_state<A>& st, index_t r0, index_t g) {
-    const A eps = static_cast<A>(Rule::ln_eps);
-    const index_t b = mb_, C = g * b;
-    const A tau_b = tau_(b - 1);
-    const auto Q = Q_.middleRows(r0, C), K = K_.middleRows(r0, C);  // [C, D]
-    auto ZK = ZK_.topRows(C), ZQ = ZQ_.topRows(C), G = GB_.topRows(C);  // [C, D]
-    auto SK = SK_.topLeftCorner(C, C), SQ = SQ_.topLeftCorner(C, C);     // [C, C]
-    ZK.noalias() = K * st.W;
-    ZK.rowwise() += st.b;
-    ZQ.noalias() = Q * st.W;
-    ZQ.rowwise() += st.b;
-    SK.noalias() = K * K.transpose();
-    SK.array() += A(1);
-    SQ.noalias() = Q * K.transpose();
-    SQ.array() += A(1);
-    // Gradients mini-batch by mini-batch: only the corrections by the earlier ones.
-    for (index_t m = 0; m < g; ++m) {
-      auto Zm = ZK.middleRows(m * b, b);
-      if (m > 0) Zm.noalias() -= (tau_b * SK.block(m * b, 0, b, m * b)) * G.topRows(m * b);
-      auto rstd = rb_.head(b);
-      ttt_normalise_rows<A>(Zm, rstd, eps);
-      auto Gm = G.middleRows(m * b, b);
-      ttt_layer_norm_l2_grad<A>(Zm, rstd, Y_.middleRows(r0 + m * b, b), st.gam, st.bet, Gm, t1_.head(b), t2_.head(b));
-      Gm.array().colwise() *= c_.segment(r0 + m * b, b).array();
-    }
-    // Reads of the whole block: one masked score matrix times the gradients.
-    for (index_t m = 0; m < g; ++m)
-      for (index_t p = 0; p < b; ++p) {
-        auto row = SQ.row(m * b + p);
-        row.head(m * b) *= tau_b;
-        row.segment(m * b, p + 1) *= tau_(p);
-        row.tail(C - m * b - p - 1).setZero();
-      }
-    ZQ.noalias() -= SQ * G;
-    ttt_normalise_rows<A>(ZQ, rb_.head(C), eps);
-    ttt_layer_norm_residual<A>(Q, ZQ, st.gam, st.bet, ZK);
-    // One state update for the g mini-batches.
-    st.W.noalias() -= (tau_b * K.transpose()) * G;
-    st.b -= tau_b * G.colwise().sum();
-  }
-
-  /// Rows of the block path: g = max_block_rows / b mini-batches (at least 2 to be used).
-  static constexpr index_t max_block_rows = 64;
-
   index_t mb_;              // mini-batch size b
   mat<A> Q_, K_, Y_;        // [cap, D] scaled queries, keys, targets v - k
   col_vec<A> c_;            // [cap]    steps
@@ -256,10 +189,6 @@ class ttt_dual {
   mat<A> G_, R_, O_;        // [b, D]   scaled gradients, carried reads, outputs
   mat<A> P_;                // [b, b]   masked scores
   col_vec<A> rstd_, s1_, s2_;  // [b]   1 / sd per row, LayerNorm-backward row sums
-  index_t group_;           // mini-batches per block (block path when >= 2)
-  mat<A> ZK_, ZQ_, GB_;     // [gb, D]  key / read pre-activations (ZK_ then outputs), gradients
-  mat<A> SK_, SQ_;          // [gb, gb] K K^T + 1, masked Q K^T + 1
-  col_vec<A> rb_, t1_, t2_;  // [gb]    1 / sd per row, LayerNorm-backward row sums
 };
 
 }  // namespace linattn::cpu
