@@ -27,6 +27,24 @@
 
 namespace linattn::cpu {
 
+/// A read prefetch of the cache line at p (a no-op where the compiler has no builtin).
+inline void ttt_prefetch(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 3);
+#else
+  (void)p;
+#endif
+}
+
+/// The same, into L2 only.
+inline void ttt_prefetch_l2(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 2);
+#else
+  (void)p;
+#endif
+}
+
 template <class Rule, class T, class A>
 class ttt_dual {
  public:
@@ -39,15 +57,31 @@ class ttt_dual {
     for (index_t i = 0; i < mb_; ++i) tau_(i) = Rule::template tau<T, A>(in, i + 1);
   }
 
+  /// Requests into L2 what run() with these arguments will read and write: the q, k, v and
+  /// output rows and the steps (issued by the driver one tile ahead, so that the strided rows
+  /// arrive while the current tile computes).
+  static void prefetch(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n,
+                       index_t hq, index_t hv) {
+    const auto lines = [](const auto* p, index_t count, index_t stride) {
+      if (stride != 1) return;
+      const char* c = reinterpret_cast<const char*>(p);
+      for (index_t o = 0; o < count * static_cast<index_t>(sizeof(T)); o += 64) ttt_prefetch_l2(c + o);
+    };
+    const index_t D = in.q.extent(3);
+    for (index_t t = t0; t < t0 + n; ++t) {
+      lines(&in.q(b, t, hq, 0), D, in.q.stride(3));
+      lines(&in.k(b, t, hq, 0), D, in.k.stride(3));
+      lines(&in.v(b, t, hv, 0), D, in.v.stride(3));
+      lines(&out(b, t, hv, 0), D, out.stride(3));
+      ttt_prefetch_l2(&in.eta(b, t, hv));
+    }
+  }
+
   /// Tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq), from state st.
   void run(const inputs_t& in, const tensor_view<T, 4>& out, ttt_state<A>& st, index_t b, index_t t0, index_t n,
            index_t hq, index_t hv, A scale) {
     if (n == 0) return;
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, K_, A(1));
-    load_rows(in.v, b, t0, hv, n, Y_, A(1));
-    Y_.topRows(n) -= K_.topRows(n);  // targets v - k
-    for (index_t r = 0; r < n; ++r) c_(r) = Rule::template step<T, A>(in, b, t0 + r, hv);
+    load_tile(in, b, t0, n, hq, hv, scale);
     for (index_t r0 = 0; r0 < n;) {
       const index_t m = std::min(mb_ - st.pos, n - r0);
       segment(st, r0, m);
@@ -57,6 +91,43 @@ class ttt_dual {
   }
 
  private:
+  /// The tile's scaled queries, keys, targets v - k and steps, the rows of q, k, v read
+  /// together with a prefetch `lead` tokens ahead (strided rows: latency, not bandwidth, bound).
+  void load_tile(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
+    const bool contiguous = in.q.stride(3) == 1 && in.k.stride(3) == 1 && in.v.stride(3) == 1;
+    if (!contiguous) {
+      load_rows(in.q, b, t0, hq, n, Q_, scale);
+      load_rows(in.k, b, t0, hq, n, K_, A(1));
+      load_rows(in.v, b, t0, hv, n, Y_, A(1));
+    } else {
+      constexpr index_t lead = 16;
+      const index_t D = Q_.cols();
+      using row_map = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>;
+      for (index_t r = 0; r < std::min(lead, n); ++r) prefetch_rows(in, b, t0 + r, hq, hv);
+      for (index_t r = 0; r < n; ++r) {
+        if (r + lead < n) prefetch_rows(in, b, t0 + r + lead, hq, hv);
+        Q_.row(r) = row_map(&in.q(b, t0 + r, hq, 0), D).template cast<A>() * scale;
+        K_.row(r) = row_map(&in.k(b, t0 + r, hq, 0), D).template cast<A>();
+        Y_.row(r) = row_map(&in.v(b, t0 + r, hv, 0), D).template cast<A>();
+      }
+    }
+    Y_.topRows(n) -= K_.topRows(n);  // targets v - k
+    for (index_t r = 0; r < n; ++r) c_(r) = Rule::template step<T, A>(in, b, t0 + r, hv);
+  }
+
+  /// Requests the q, k, v rows of token t (contiguous rows) into the cache.
+  static void prefetch_rows(const inputs_t& in, index_t b, index_t t, index_t hq, index_t hv) {
+    const index_t bytes = in.q.extent(3) * static_cast<index_t>(sizeof(T));
+    const char* q = reinterpret_cast<const char*>(&in.q(b, t, hq, 0));
+    const char* k = reinterpret_cast<const char*>(&in.k(b, t, hq, 0));
+    const char* v = reinterpret_cast<const char*>(&in.v(b, t, hv, 0));
+    for (index_t o = 0; o < bytes; o += 64) {
+      ttt_prefetch(q + o);
+      ttt_prefetch(k + o);
+      ttt_prefetch(v + o);
+    }
+  }
+
   /// Rows [r0, r0 + m) of the tile: one mini-batch, or the part of one inside the tile.
   void segment(ttt_state<A>& st, index_t r0, index_t m) {
     const A eps = static_cast<A>(Rule::ln_eps);

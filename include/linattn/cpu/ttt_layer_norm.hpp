@@ -25,28 +25,35 @@ namespace linattn::cpu {
 template <class A>
 void ttt_normalise_rows(Eigen::Ref<mat<A>> Z, Eigen::Ref<col_vec<A>> rstd, A eps) {
   const A inv_d = A(1) / static_cast<A>(Z.cols());
-  rstd.noalias() = Z.rowwise().sum() * inv_d;  // row means
-  Z.colwise() -= rstd;
-  rstd = ((Z.array().square().rowwise().sum() * inv_d) + eps).rsqrt().matrix();
-  Z.array().colwise() *= rstd.array();
+  // Row by row: each row is contiguous (row-major) and stays in registers for its three
+  // passes; whole-block broadcasts of per-row scalars measured about 1.5-2x slower.
+  for (index_t r = 0; r < Z.rows(); ++r) {
+    auto z = Z.row(r);
+    z.array() -= z.sum() * inv_d;
+    const A rs = A(1) / std::sqrt(z.squaredNorm() * inv_d + eps);
+    z *= rs;
+    rstd(r) = rs;
+  }
 }
 
 /// G <- g_z for every row, from the normalised rows Xh, their rstd and the targets Y.
-/// Xh, Y, G: [m, D] (G may not alias Xh or Y); gam, bet: [1, D]; s1, s2: [m] workspace.
+/// Xh, Y, G: [m, D] (G may not alias Xh or Y); gam, bet: [1, D]; s1, s2: [m] receive the
+/// row sums 1^T gx and xh^T gx.
 template <class A>
 void ttt_layer_norm_l2_grad(Eigen::Ref<const mat<A>> Xh, Eigen::Ref<const col_vec<A>> rstd,
                             Eigen::Ref<const mat<A>> Y, Eigen::Ref<const row_vec<A>> gam,
                             Eigen::Ref<const row_vec<A>> bet, Eigen::Ref<mat<A>> G, Eigen::Ref<col_vec<A>> s1,
                             Eigen::Ref<col_vec<A>> s2) {
   const A d = static_cast<A>(Xh.cols());
-  // gx = gam ⊙ (gam ⊙ xh + bet - y)
-  G.array() = (((Xh.array().rowwise() * gam.array()).rowwise() + bet.array()) - Y.array()).rowwise() * gam.array();
-  s1.noalias() = G.rowwise().sum();                                 // 1^T gx
-  s2 = (Xh.array() * G.array()).rowwise().sum().matrix();           // xh^T gx
-  G *= d;
-  G.colwise() -= s1;
-  G.array() -= Xh.array().colwise() * s2.array();
-  G.array().colwise() *= rstd.array() / d;
+  for (index_t r = 0; r < Xh.rows(); ++r) {  // row by row, as ttt_normalise_rows
+    const auto xh = Xh.row(r);
+    auto g = G.row(r);
+    // gx = gam ⊙ (gam ⊙ xh + bet - y)
+    g.array() = ((xh.array() * gam.array() + bet.array()) - Y.row(r).array()) * gam.array();
+    s1(r) = g.sum();     // 1^T gx
+    s2(r) = xh.dot(g);   // xh^T gx
+    g.array() = (d * g.array() - s1(r) - s2(r) * xh.array()) * (rstd(r) / d);
+  }
 }
 
 /// Y <- X + gam ⊙ Xh + bet for every row: the inner model's output with its residual.
