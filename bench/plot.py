@@ -157,6 +157,8 @@ def plot_softmax_crossover(plt, rows, ctx, out):
                 if x and form == "chunkwise":
                     label += f", faster from T ≈ {x:,.0f}"
                     ax.plot([x], [1.0], marker="o", color=colour, markersize=7, markerfacecolor="white")
+                elif form == "chunkwise" and min(ratios) >= 1:
+                    label += f", faster at every T ≥ {Ts[0]}"
                 ax.plot(Ts, ratios, style, marker="^" if form == "chunkwise" else "o", color=colour, label=label)
         ax.axhline(1.0, color="k", linestyle="--", linewidth=1.2, label="softmax attention (online, best C) = 1")
         ax.axhspan(lo / 1.5, 1.0, color="0.9", zorder=0)
