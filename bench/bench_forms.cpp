@@ -5,7 +5,8 @@
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
 ///   (none)    main job: B=1 T=4096 H=8 K=V=128 C=64, every rule x form + gemm_1024
-///   --sweep   T in {256, 1024, 4096, 16384}, K=V in {64, 128}, C in {16, 32, 64, 128}, H=4
+///   --sweep   T in {64, ..., 4096 (powers of 2), 16384}, K=V in {64, 128}, C in {16, 32, 64, 128},
+///             H=4; softmax attention (online, C in {64, 128}) at every T and K
 ///   --delta   GatedDelta at B=1 T=8192 H=16 K=V=128, every form, C in {16, 32, 64, 128}
 ///   --threads GatedDelta and ScalarDecay at B=1 T=8192 H in {1, 2, 16}, 1 and 2 threads (wall time)
 ///   --decode  decode_step<GatedDelta> at B=1 H=16 K=V=128 next to copies of the state bytes
@@ -15,45 +16,27 @@
 /// threads: threads.json, decode: decode.json) unless --benchmark_out
 /// is given; a summary table is printed at the end.
 
-#include <benchmark/benchmark.h>
+#include "bench_support.hpp"
 
-#include <Eigen/Core>
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <limits>
 #include <map>
-#include <random>
 #include <string>
-#include <string_view>
-#include <unistd.h>
 #include <vector>
-
-#include <linattn/linattn.hpp>
 
 namespace {
 
-namespace la = linattn;
-using la::index_t;
+using namespace linattn::bench;
 
-enum class form { recurrent, parallel, chunkwise };
+/// Kinds of rules by their cost model.
+enum class kind { additive, delta, softmax };
 
-const char* form_name(form f) {
-  switch (f) {
-    case form::recurrent: return "recurrent";
-    case form::parallel: return "parallel";
-    case form::chunkwise: return "chunkwise";
-  }
-  return "?";
+template <class Rule>
+constexpr kind kind_of() {
+  if constexpr (std::is_same_v<typename Rule::family, linattn::householder_family>) return kind::delta;
+  else if constexpr (std::is_same_v<typename Rule::family, linattn::softmax_family>) return kind::softmax;
+  else return kind::additive;
 }
-
-/// Sizes of one row (HV = H, V = K in the main job and sweep) and options::threads.
-struct shape {
-  index_t B = 1, T = 4096, H = 8, K = 128, V = 128, C = 64;
-  int threads = 1;
-};
 
 /// Useful FLOPs of one call, MATH.md §8 per head (L = T), times B*H heads. Additive family:
 ///   recurrent  4 L K V (Hebbian); 5 L K V with a decay (+ L K V to scale the state)
@@ -64,11 +47,15 @@ struct shape {
 ///   chunkwise  L (6 K V + 6 C K + 4 C V + C^2 / 3)
 ///   parallel   L^2 (3 K + 2 V) + 6 L K V (causal Gram, triangular solve for [W U], causal
 ///              scores and their product with U~, and the three state products)
+/// Softmax attention (the quadratic reference), every form: L^2 (K + V), the causal half of
+/// the dense 2 L^2 (K + V) of MATH.md §8 (scores Q K^T and their product with V).
 /// Exponentials are not counted.
-double useful_flops(form f, bool delta_family, bool decays, const shape& s) {
+double useful_flops(form f, kind r, bool decays, const shape& s) {
   const double L = double(s.T), K = double(s.K), V = double(s.V);
   const double C = double(std::min(s.C, s.T));
+  const bool delta_family = r == kind::delta;
   double per_head = 0;
+  if (r == kind::softmax) return L * L * (K + V) * double(s.B * s.H);
   switch (f) {
     case form::recurrent: per_head = ((delta_family ? 6 : 4) + (decays ? 1 : 0)) * L * K * V; break;
     case form::chunkwise:
@@ -92,8 +79,6 @@ struct input_data {
   std::vector<float> beta;      // [B, T, H]     sigmoid(N(0,1)): delta-rule step (Longhorn: delta)
 };
 
-float log_sigmoid(float x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
-
 /// The inputs of shape s; regenerated only when the size changes (rows of one size are
 /// registered next to each other).
 input_data& inputs_for(const shape& s) {
@@ -102,11 +87,7 @@ input_data& inputs_for(const shape& s) {
   if (!d.q.empty() && o.B == s.B && o.T == s.T && o.H == s.H && o.K == s.K && o.V == s.V) return d;
   d.s = s;
   std::mt19937 rng(20240611u);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const auto fill = [&](std::vector<float>& x, index_t n, auto f) {
-    x.resize(static_cast<std::size_t>(n));
-    for (float& e : x) e = f(normal(rng));
-  };
+  const auto fill = [&](std::vector<float>& x, index_t n, auto f) { fill_normal(x, n, rng, f); };
   const index_t tokens = s.B * s.T * s.H;
   const auto same = [](float z) { return z; };
   const auto gate = [](float z) { return log_sigmoid(z + 2.0f) / 16.0f; };
@@ -136,22 +117,13 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   const auto g = la::view(d.g_scalar.data(), s.B, s.T, s.H);         // [B, T, H]
   const auto g_vec = la::view(d.g_vector.data(), s.B, s.T, s.H, s.K);  // [B, T, H, K]
   const auto beta = la::view(d.beta.data(), s.B, s.T, s.H);           // [B, T, H]
-  if constexpr (std::is_same_v<Rule, la::Hebbian>) return {.q = q, .k = k, .v = v};
+  if constexpr (std::is_same_v<Rule, la::Hebbian> || std::is_same_v<Rule, la::SoftmaxAttention>)
+    return {.q = q, .k = k, .v = v};
   else if constexpr (std::is_same_v<Rule, la::ScalarDecay>) return {.q = q, .k = k, .v = v, .g = g};
   else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = g_vec};
   else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
   else return {.q = q, .k = k, .v = v, .delta = beta};  // Longhorn
-}
-
-template <class Rule>
-void run_form(form f, const typename Rule::template inputs<float>& in, la::tensor_view<float, 4> out,
-              const la::options<float>& opt) {
-  switch (f) {
-    case form::recurrent: la::recurrent_forward<Rule>(in, out, opt); break;
-    case form::parallel: la::parallel_forward<Rule>(in, out, opt); break;
-    case form::chunkwise: la::chunkwise_forward<Rule>(in, out, opt); break;
-  }
 }
 
 // ---- benchmarks --------------------------------------------------------------------------
@@ -181,13 +153,6 @@ void add_row(const std::string& name, const row_info& info) {
   order().push_back(name);
 }
 
-/// tokens_per_s (when tokens > 0) and gflops, both per second of the row's time.
-void set_counters(benchmark::State& state, double tokens, double flops) {
-  const double it = double(state.iterations());
-  if (tokens > 0) state.counters["tokens_per_s"] = benchmark::Counter(it * tokens, benchmark::Counter::kIsRate);
-  state.counters["gflops"] = benchmark::Counter(it * flops * 1e-9, benchmark::Counter::kIsRate);
-}
-
 template <class Rule>
 void bench_form(benchmark::State& state, form f, const shape& s, double flops) {
   input_data& d = inputs_for(s);
@@ -211,24 +176,11 @@ void bench_form(benchmark::State& state, form f, const shape& s, double flops) {
   }
   if (failed) return;
   // Every output must be written and finite, or the timing means nothing.
-  if (!std::all_of(d.out.begin(), d.out.end(), [](float x) { return std::isfinite(x); })) {
+  if (!all_finite(d.out)) {
     state.SkipWithError("non-finite or unwritten output");
     return;
   }
   set_counters(state, double(s.B * s.T), flops);
-}
-
-/// Reference row: C = A B with A, B, C 1024 x 1024 fp32 (Eigen, one thread).
-void bench_gemm(benchmark::State& state) {
-  const index_t n = 1024;
-  const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
-  Eigen::MatrixXf c(n, n);
-  for (auto _ : state) {
-    c.noalias() = a * b;
-    benchmark::DoNotOptimize(c.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, 0, 2.0 * double(n) * double(n) * double(n));
 }
 
 // ---- decode -------------------------------------------------------------------------------
@@ -313,8 +265,7 @@ void add_form(form f, const shape& s, const run_settings& r) {
                      "/H:" + std::to_string(s.H) + "/K:" + std::to_string(s.K);
   if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
   name += "/threads:" + std::to_string(s.threads);
-  const double flops = useful_flops(f, std::is_same_v<typename Rule::family, la::householder_family>,
-                                    Rule::decay != la::decay_kind::none, s);
+  const double flops = useful_flops(f, kind_of<Rule>(), Rule::decay != la::decay_kind::none, s);
   const bool wall = r.wall || s.threads > 1;
   add_row(name, row_info{Rule::name, f, s, flops, wall});
   const auto run = [f, s, flops](benchmark::State& st) { bench_form<Rule>(st, f, s, flops); };
@@ -322,7 +273,7 @@ void add_form(form f, const shape& s, const run_settings& r) {
 }
 
 void add_gemm(const run_settings& r) {
-  add_row("gemm_1024", row_info{"", form::recurrent, shape{}, 2.0 * 1024.0 * 1024.0 * 1024.0});
+  add_row("gemm_1024", row_info{"", form::recurrent, shape{}, gemm_flops});
   apply(benchmark::RegisterBenchmark("gemm_1024", bench_gemm), r, false);
 }
 
@@ -347,6 +298,20 @@ void add_rules(const shape& s, const std::vector<index_t>& chunks, const std::ve
   (add_rule<Rules>(s, chunks, threads, parallel, r), ...);
 }
 
+/// The quadratic reference: softmax attention's online (FlashAttention-style) chunkwise form,
+/// query tiles and key blocks of s.C tokens, at each thread count (and C in `chunks`).
+void add_softmax(shape s, const std::vector<index_t>& chunks, const std::vector<int>& threads, bool parallel,
+                 const run_settings& r) {
+  for (int t : threads) {
+    s.threads = t;
+    if (parallel && t == 1) add_form<la::SoftmaxAttention>(form::parallel, s, r);
+    for (index_t c : chunks) {
+      s.C = c;
+      add_form<la::SoftmaxAttention>(form::chunkwise, s, r);
+    }
+  }
+}
+
 enum class mode { main_job, sweep, delta, threads, decode, smoke };
 
 void register_all(mode m) {
@@ -355,11 +320,13 @@ void register_all(mode m) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
     const run_settings r{0, 0, 5};
     add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
+    add_softmax(shape{1, 4096, 8, 128, 128, 64}, {64, 128}, {1, 2}, false, r);
     add_gemm(r);
   } else if (m == mode::delta) {
     // The delta-rule shape: GatedDelta at B=1 T=8192 H=16 K=V=128, one thread, every form.
     const run_settings r{0, 0, 3};
     add_rules<GatedDelta>(shape{1, 8192, 16, 128, 128, 64}, {16, 32, 64, 128}, {1}, true, r);
+    add_softmax(shape{1, 8192, 16, 128, 128, 64}, {64, 128}, {1}, false, r);
     add_gemm(r);
   } else if (m == mode::threads) {
     // Thread scaling at T=8192, K=V=128, wall time: H=16 (heads spread over threads) and
@@ -384,13 +351,16 @@ void register_all(mode m) {
   } else if (m == mode::sweep) {
     const run_settings r{0.1, 0, 0};
     add_gemm(r);
-    for (index_t T : {256, 1024, 4096, 16384})
-      for (index_t K : {64, 128})
+    for (index_t T : {64, 128, 256, 512, 1024, 2048, 4096, 16384})
+      for (index_t K : {64, 128}) {
         add_rules<Hebbian, ScalarDecay, VectorDecay>(shape{1, T, 4, K, K, 64}, {16, 32, 64, 128}, {1}, true, r);
+        add_softmax(shape{1, T, 4, K, K, 64}, {64, 128}, {1}, false, r);
+      }
   } else {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
     add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn>(shape{2, 72, 2, 16, 24, 16}, {16},
                                                                              {1, 2}, true, {0, 2, 0});
+    add_softmax(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});
   }
 }
@@ -400,39 +370,19 @@ void register_all(mode m) {
 /// Console reporter that also keeps each row's time per iteration and prints summary tables
 /// after the last row. Times are the ones the row's counters use (CPU time on one thread, wall
 /// time on more); with repetitions, the median.
-class summary_reporter : public benchmark::ConsoleReporter {
+class summary_reporter : public median_reporter {
  public:
-  summary_reporter(OutputOptions o, mode m) : ConsoleReporter(o), mode_(m) {}
+  explicit summary_reporter(mode m)
+      : median_reporter([](const std::string& name) { return registry().count(name) && registry().at(name).real_time; }),
+        mode_(m) {}
 
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      const std::string name = r.run_name.function_name;
-      if (r.iterations <= 0 || !registry().count(name)) continue;
-      const double total =
-          registry().at(name).real_time ? r.real_accumulated_time : r.cpu_accumulated_time;  // seconds
-      if (r.run_type == Run::RT_Iteration) seconds_[name].push_back(total / double(r.iterations));
-      else if (r.aggregate_name == "median") medians_[name] = total / double(r.iterations);
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-
-  void Finalize() override {
-    ConsoleReporter::Finalize();
+ private:
+  void summary() override {
     if (mode_ == mode::sweep) print_sweep();
     else if (mode_ == mode::decode) print_decode();
     else print_rows();
   }
 
- private:
-  /// Median seconds per iteration of a row, or 0 when it did not run.
-  double seconds(const std::string& name) const {
-    if (const auto m = medians_.find(name); m != medians_.end()) return m->second;
-    const auto it = seconds_.find(name);
-    if (it == seconds_.end()) return 0;
-    std::vector<double> s = it->second;
-    std::sort(s.begin(), s.end());
-    return s[s.size() / 2];
-  }
   double gflops(const std::string& name) const {
     const double t = seconds(name);
     return t > 0 ? registry().at(name).flops / t * 1e-9 : 0;
@@ -443,33 +393,41 @@ class summary_reporter : public benchmark::ConsoleReporter {
            std::to_string(i.s.K) + "/threads:" + std::to_string(i.s.threads);
   }
 
-  void line(const char* fmt, auto... args) const {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    GetOutputStream() << buf << '\n';
+  /// Seconds of the fastest softmax-attention row of the same T, H, K and threads (0: none).
+  double softmax_seconds(const row_info& i) const {
+    double best = 0;
+    for (const auto& [name, o] : registry())
+      if (o.rule == "SoftmaxAttention" && o.s.T == i.s.T && o.s.H == i.s.H && o.s.K == i.s.K &&
+          o.s.threads == i.s.threads && seconds(name) > 0 && (best == 0 || seconds(name) < best))
+        best = seconds(name);
+    return best;
   }
 
-  /// One line per row: rule, form, ms, tokens/s, GFLOP/s, speed-up vs recurrent, % of GEMM.
+  /// One line per row: rule, form, ms, tokens/s, GFLOP/s, speed-ups vs recurrent and vs
+  /// softmax attention, % of GEMM.
   void print_rows() const {
     const double gemm = gflops("gemm_1024");
     line("\nSummary (threads=1: CPU time, threads>1: wall time; vs rec = speed-up over the recurrent"
-         " form of the same rule and threads; %%GEMM = GFLOP/s / gemm_1024 GFLOP/s)");
-    line("%-12s %-10s %6s %4s %8s %10s %11s %8s %8s %6s", "rule", "form", "T", "C", "threads", "ms",
-         "tokens/s", "GFLOP/s", "vs rec", "%GEMM");
+         " form of the same rule and threads; vs smax = speed-up over the fastest softmax-attention row"
+         " of the same shape and threads; %%GEMM = GFLOP/s / gemm_1024 GFLOP/s)");
+    line("%-16s %-10s %6s %4s %8s %10s %11s %8s %8s %8s %6s", "rule", "form", "T", "C", "threads", "ms",
+         "tokens/s", "GFLOP/s", "vs rec", "vs smax", "%GEMM");
     for (const std::string& name : order()) {
       const row_info& i = registry().at(name);
       if (i.rule.empty() || seconds(name) == 0) continue;
       const double t = seconds(name), rec = seconds(recurrent_of(i));
       const std::string c = i.f == form::chunkwise ? std::to_string(i.s.C) : "-";
+      const double smax = softmax_seconds(i);
       const std::string vs_rec = rec > 0 ? fixed(rec / t, "%.2fx") : "-";
+      const std::string vs_smax = smax > 0 ? fixed(smax / t, "%.2fx") : "-";
       const std::string of_gemm = gemm > 0 ? fixed(100 * gflops(name) / gemm, "%.0f") : "-";
-      line("%-12s %-10s %6td %4s %8d %10.2f %11.0f %8.2f %8s %6s", i.rule.c_str(), form_name(i.f), i.s.T,
+      line("%-16s %-10s %6td %4s %8d %10.2f %11.0f %8.2f %8s %8s %6s", i.rule.c_str(), form_name(i.f), i.s.T,
            c.c_str(), i.s.threads, t * 1e3, double(i.s.B * i.s.T) / t, gflops(name), vs_rec.c_str(),
-           of_gemm.c_str());
+           vs_smax.c_str(), of_gemm.c_str());
     }
     if (gemm > 0)
-      line("%-12s %-10s %6s %4s %8d %10.2f %11s %8.2f %8s %6s", "gemm_1024", "eigen", "-", "-", 1,
-           seconds("gemm_1024") * 1e3, "-", gemm, "-", "100");
+      line("%-16s %-10s %6s %4s %8d %10.2f %11s %8.2f %8s %8s %6s", "gemm_1024", "eigen", "-", "-", 1,
+           seconds("gemm_1024") * 1e3, "-", gemm, "-", "-", "100");
   }
 
   /// decode_step and state copies: time per call, bytes moved per second (the state read and
@@ -488,13 +446,14 @@ class summary_reporter : public benchmark::ConsoleReporter {
   }
 
   /// One line per (rule, K, T): recurrent time, speed-ups of parallel and of each chunk size,
-  /// and the best chunkwise GFLOP/s as a share of the GEMM row.
+  /// the best chunkwise GFLOP/s as a share of the GEMM row, and the best chunkwise form's
+  /// speed-up over the fastest softmax-attention row (> 1: the linear form is faster).
   void print_sweep() const {
     const double gemm = gflops("gemm_1024");
     line("\nSweep summary (threads=1; speed-up = recurrent ms / form ms; best C by time;"
          " gemm_1024 = %s GFLOP/s)", gemm > 0 ? fixed(gemm, "%.2f").c_str() : "-");
-    line("%-12s %4s %6s %9s %7s %7s %7s %7s %7s %5s %8s %6s", "rule", "K", "T", "rec ms", "par x", "C16 x",
-         "C32 x", "C64 x", "C128 x", "bestC", "GFLOP/s", "%GEMM");
+    line("%-12s %4s %6s %9s %7s %7s %7s %7s %7s %5s %8s %6s %9s %8s", "rule", "K", "T", "rec ms", "par x",
+         "C16 x", "C32 x", "C64 x", "C128 x", "bestC", "GFLOP/s", "%GEMM", "smax ms", "vs smax");
     for (const std::string& rec_name : order()) {
       const row_info& i = registry().at(rec_name);
       const double rec = seconds(rec_name);
@@ -516,21 +475,16 @@ class summary_reporter : public benchmark::ConsoleReporter {
       const std::string par = speedup(stem + "parallel" + tail + "/threads:1");
       const std::string best_c = best.empty() ? "-" : std::to_string(registry().at(best).s.C);
       const std::string of_gemm = gemm > 0 && g > 0 ? fixed(100 * g / gemm, "%.0f") : "-";
-      line("%-12s %4td %6td %9.2f %7s %7s %7s %7s %7s %5s %8.2f %6s", i.rule.c_str(), i.s.K, i.s.T, rec * 1e3,
-           par.c_str(), cs[0].c_str(), cs[1].c_str(), cs[2].c_str(), cs[3].c_str(), best_c.c_str(), g,
-           of_gemm.c_str());
+      const double smax = softmax_seconds(i);
+      const std::string smax_ms = smax > 0 ? fixed(smax * 1e3, "%.2f") : "-";
+      const std::string vs_smax = smax > 0 && !best.empty() ? fixed(smax / seconds(best), "%.3gx") : "-";
+      line("%-12s %4td %6td %9.2f %7s %7s %7s %7s %7s %5s %8.2f %6s %9s %8s", i.rule.c_str(), i.s.K, i.s.T,
+           rec * 1e3, par.c_str(), cs[0].c_str(), cs[1].c_str(), cs[2].c_str(), cs[3].c_str(), best_c.c_str(), g,
+           of_gemm.c_str(), smax_ms.c_str(), vs_smax.c_str());
     }
   }
 
-  static std::string fixed(double x, const char* fmt) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, fmt, x);
-    return buf;
-  }
-
   mode mode_;
-  std::map<std::string, std::vector<double>> seconds_;  // per iteration run
-  std::map<std::string, double> medians_;               // median aggregates (repetitions)
 };
 
 }  // namespace
@@ -538,59 +492,28 @@ class summary_reporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   // Our flags first; everything else goes to Google Benchmark.
   mode m = mode::main_job;
-  bool out_given = false, format_given = false, listing = false, interleave_given = false;
-  std::vector<std::string> args{argv[0]};
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--sweep") {
-      m = mode::sweep;
-    } else if (a == "--delta") {
-      m = mode::delta;
-    } else if (a == "--threads") {
-      m = mode::threads;
-    } else if (a == "--decode") {
-      m = mode::decode;
-    } else if (a == "--smoke") {
-      m = mode::smoke;
-    } else {
-      args.emplace_back(a);
-      out_given = out_given || a.starts_with("--benchmark_out=");
-      format_given = format_given || a.starts_with("--benchmark_out_format=");
-      listing = listing || a.starts_with("--benchmark_list_tests");
-      interleave_given = interleave_given || a.starts_with("--benchmark_enable_random_interleaving");
-    }
-  }
-  // Google Benchmark opens (truncates) the out file even when it only lists the rows.
-  if (!out_given && !listing && m != mode::smoke) {
-    const std::filesystem::path dir = LINATTN_BENCH_RESULTS_DIR;
-    std::filesystem::create_directories(dir);
-    const char* file = m == mode::sweep    ? "forms_sweep.json"
-                       : m == mode::delta  ? "gated_delta.json"
-                       : m == mode::threads ? "threads.json"
-                       : m == mode::decode  ? "decode.json"
-                                            : "forms.json";
-    args.push_back("--benchmark_out=" + (dir / file).string());
-  }
-  if (!format_given) args.push_back("--benchmark_out_format=json");
-  // The main job's repetitions run in random order, so a slow phase of a shared machine
-  // spreads over all rows instead of landing on a few.
-  if (!interleave_given && m != mode::sweep && m != mode::smoke) args.push_back("--benchmark_enable_random_interleaving=true");
-  std::vector<char*> cargs;
-  for (std::string& a : args) cargs.push_back(a.data());
-  int cargc = static_cast<int>(cargs.size());
-  cargs.push_back(nullptr);
-
-  benchmark::Initialize(&cargc, cargs.data());
-  if (benchmark::ReportUnrecognizedArguments(cargc, cargs.data())) return 1;
+  command_line cli(argc, argv, [&](std::string_view a) {
+    const std::pair<std::string_view, mode> flags[] = {
+        {"--sweep", mode::sweep}, {"--delta", mode::delta}, {"--threads", mode::threads},
+        {"--decode", mode::decode}, {"--smoke", mode::smoke}};
+    for (const auto& [flag, fm] : flags)
+      if (a == flag) return m = fm, true;
+    return false;
+  });
+  const char* file = m == mode::sweep     ? "forms_sweep.json"
+                     : m == mode::delta   ? "gated_delta.json"
+                     : m == mode::threads ? "threads.json"
+                     : m == mode::decode  ? "decode.json"
+                     : m == mode::smoke   ? ""
+                                          : "forms.json";
+  if (!cli.initialize(file, m != mode::sweep && m != mode::smoke)) return 1;
   register_all(m);
   const char* mode_name[] = {"main", "sweep", "delta", "threads", "decode", "smoke"};
   const char* shape_name[] = {"B=1 H=8 V=K", "B=1 H=4 V=K", "B=1 T=8192 H=16 K=V=128", "B=1 T=8192 H=1,2,16 K=V=128",
                               "B=1 T=1 H=16 K=V=128", "B=2 H=2 K=16 V=24"};
   benchmark::AddCustomContext("linattn_mode", mode_name[static_cast<int>(m)]);
   benchmark::AddCustomContext("linattn_shape", shape_name[static_cast<int>(m)]);
-  const auto colour = isatty(STDOUT_FILENO) ? benchmark::ConsoleReporter::OO_ColorTabular
-                                            : benchmark::ConsoleReporter::OO_Tabular;
-  summary_reporter reporter(colour, m);
+  summary_reporter reporter(m);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

@@ -7,6 +7,7 @@
 Needs matplotlib (`pip install matplotlib`). Reads whichever of these exist:
 
   forms_sweep.json  (--sweep)    -> tokens_vs_T.png      tokens/s against T per rule and form
+                                    softmax_crossover.png speed-up over softmax attention against T
                                     chunk_sweep.png      speed-up over recurrent against C
   forms.json        (main job)   -> main_job.png         tokens/s per rule and form, 1 and 2 threads
   gated_delta.json  (--delta)    -> chunk_sweep_delta.png GatedDelta tokens/s against C
@@ -14,9 +15,10 @@ Needs matplotlib (`pip install matplotlib`). Reads whichever of these exist:
   decode.json       (--decode)   -> decode.png           decode_step time against the memory floor
 
 Row names are `Rule/form/T:<T>[/H:<H>]/K:<K>[/C:<C>]/threads:<n>` (see bench_forms.cpp).
-Quadratic-attention reference: rows whose rule is listed in REFERENCE_RULES (for example a
-`SoftmaxAttention/...` series) are drawn in every tokens/s-against-T panel as a dashed black
-line, so the plots show where each linear form overtakes it.
+Quadratic-attention reference: rows whose rule is listed in REFERENCE_RULES (the
+`SoftmaxAttention/...` rows: online softmax, fastest tile size per T) are drawn in every
+tokens/s-against-T panel as a dashed black line, and softmax_crossover.png plots each linear
+form's speed-up over them, so the plots show where each linear form overtakes it.
 """
 import json
 import os
@@ -83,6 +85,14 @@ def plt_module():
     return plt
 
 
+def t_axis(ax, Ts):
+    """Log-2 x axis with a plain label at every measured T (1k = 1024 tokens)."""
+    Ts = sorted(set(Ts))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(Ts, [f"{T // 1024}k" if T >= 1024 and T % 1024 == 0 else str(T) for T in Ts])
+    ax.xaxis.set_minor_locator(__import__("matplotlib.ticker", fromlist=["NullLocator"]).NullLocator())
+
+
 def linear_rules(rows):
     seen = []
     for r in rows:
@@ -92,12 +102,84 @@ def linear_rules(rows):
 
 
 def reference_series(rows, K):
-    """Softmax (or other quadratic reference) rows of head size K: {label: [(T, tokens/s)]}."""
-    out = defaultdict(list)
+    """Softmax (or other quadratic reference) rows of head size K, one thread:
+    {label: [(T, tokens/s)]}, the fastest row (form, tile size) per T."""
+    out = defaultdict(dict)
     for r in rows:
-        if r["rule"] in REFERENCE_RULES and r.get("K") == K and "tokens_per_s" in r:
-            out[f"{r['rule']} {r['form']}".strip()].append((r["T"], r["tokens_per_s"]))
-    return {k: sorted(v) for k, v in out.items()}
+        if r["rule"] in REFERENCE_RULES and r.get("K") == K and "tokens_per_s" in r and r.get("threads", 1) == 1:
+            label = "softmax attention (quadratic; online, best C)" if r["rule"] == "SoftmaxAttention" else r["rule"]
+            out[label][r["T"]] = max(out[label].get(r["T"], 0), r["tokens_per_s"])
+    return {k: sorted(v.items()) for k, v in out.items()}
+
+
+def best_per_T(rows, rule, form, K):
+    """{T: best tokens/s} of one rule and form at head size K, one thread (best C for chunkwise)."""
+    pts = {}
+    for r in rows:
+        if r["rule"] == rule and r["form"] == form and r.get("K") == K and r.get("threads", 1) == 1:
+            pts[r["T"]] = max(pts.get(r["T"], 0), r["tokens_per_s"])
+    return pts
+
+
+def crossover(Ts, ratios):
+    """First T where the ratio crosses 1 from below (log-log interpolation), or None."""
+    import math
+
+    for (t0, r0), (t1, r1) in zip(zip(Ts, ratios), zip(Ts[1:], ratios[1:])):
+        if r0 < 1 <= r1:
+            f = math.log(1 / r0) / math.log(r1 / r0)
+            return math.exp(math.log(t0) + f * (math.log(t1) - math.log(t0)))
+    return None
+
+
+def plot_softmax_crossover(plt, rows, ctx, out):
+    """Speed-up of each linear rule's chunkwise (best C) and recurrent form over softmax attention
+    against T, one panel per head size; above 1 the linear form is faster."""
+    rules = linear_rules(rows)
+    Ks = sorted({r["K"] for r in rows if "K" in r and r["rule"] in REFERENCE_RULES})
+    if not rules or not Ks:
+        return None
+    colours = ["tab:green", "tab:red", "tab:purple", "tab:blue", "tab:orange", "tab:brown"]
+    fig, axes = plt.subplots(1, len(Ks), figsize=(6.2 * len(Ks), 4.6), squeeze=False)
+    for ax, K in zip(axes[0], Ks):
+        ref = dict(next(iter(reference_series(rows, K).values()), []))
+        lo, hi = 1.0, 1.0
+        for colour, rule in zip(colours, rules):
+            for form, style in (("chunkwise", "-"), ("recurrent", ":")):
+                pts = best_per_T(rows, rule, form, K)
+                Ts = sorted(T for T in pts if T in ref)
+                if not Ts:
+                    continue
+                ratios = [pts[T] / ref[T] for T in Ts]
+                lo, hi = min(lo, *ratios), max(hi, *ratios)
+                x = crossover(Ts, ratios)
+                label = f"{rule} {form}" + (" (best C)" if form == "chunkwise" else "")
+                if x and form == "chunkwise":
+                    label += f", faster from T ≈ {x:,.0f}"
+                    ax.plot([x], [1.0], marker="o", color=colour, markersize=7, markerfacecolor="white")
+                elif form == "chunkwise" and min(ratios) >= 1:
+                    label += f", faster at every T ≥ {Ts[0]}"
+                ax.plot(Ts, ratios, style, marker="^" if form == "chunkwise" else "o", color=colour, label=label)
+        ax.axhline(1.0, color="k", linestyle="--", linewidth=1.2, label="softmax attention (online, best C) = 1")
+        ax.axhspan(lo / 1.5, 1.0, color="0.9", zorder=0)
+        ax.text(0.02, 0.03, "below the line: softmax attention is faster", transform=ax.transAxes, fontsize=8,
+                color="0.35")
+        t_axis(ax, list(ref))
+        ax.set_yscale("log")
+        ax.set_ylim(lo / 1.5, hi * 1.5)
+        ax.yaxis.set_major_formatter(__import__("matplotlib.ticker", fromlist=["FuncFormatter"]).FuncFormatter(
+            lambda y, _: f"{y:g}"))
+        ax.set_xlabel("sequence length T (tokens)")
+        ax.set_ylabel("speed-up over softmax attention (×, tokens/s ratio)")
+        ax.set_title(f"K = V = {K}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"Linear forms against causal softmax attention (B=1, H={ctx_heads(ctx)}, one thread) — "
+                 f"{machine(ctx)}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
 
 
 def plot_tokens_vs_T(plt, rows, ctx, out):
@@ -123,7 +205,7 @@ def plot_tokens_vs_T(plt, rows, ctx, out):
                 ax.plot(Ts, [max(pts[T]) for T in Ts], marker=marker, color=colour, label=label)
             for label, pts in refs.items():
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], "k--", marker="x", label=label)
-            ax.set_xscale("log", base=2)
+            t_axis(ax, [r["T"] for r in mine])
             ax.set_yscale("log")
             ax.set_title(f"{rule}, K = V = {K}")
             ax.set_xlabel("sequence length T (tokens)")
@@ -179,8 +261,10 @@ def plot_chunk_sweep(plt, rows, ctx, out, T=None):
 
 def plot_delta_chunks(plt, rows, ctx, out):
     """GatedDelta at the delta shape: tokens/s and % of the GEMM against C."""
-    ch = sorted((r["C"], r) for r in rows if r["form"] == "chunkwise")
-    rec = [r for r in rows if r["form"] == "recurrent"]
+    ch = sorted(((r["C"], r) for r in rows if r["rule"] == "GatedDelta" and r["form"] == "chunkwise"),
+                key=lambda x: x[0])
+    rec = [r for r in rows if r["rule"] == "GatedDelta" and r["form"] == "recurrent"]
+    smax = [r["tokens_per_s"] for r in rows if r["rule"] in REFERENCE_RULES and "tokens_per_s" in r]
     if not ch:
         return None
     g = gemm(rows)
@@ -189,13 +273,19 @@ def plot_delta_chunks(plt, rows, ctx, out):
     ax.plot(Cs, [r["tokens_per_s"] for _, r in ch], marker="^", color="tab:green", label="chunkwise")
     if rec:
         ax.axhline(rec[0]["tokens_per_s"], color="tab:blue", linestyle="--", label="recurrent")
-    ax.set_xscale("log", base=2)
+    if smax:
+        ax.axhline(max(smax), color="k", linestyle="--", label="softmax attention (online, best C)")
+    t_axis(ax, Cs)
+    ax.set_xlim(Cs[0] / 1.6, Cs[-1] * 1.6)
     ax.set_xlabel("chunk size C (tokens)")
     ax.set_ylabel("throughput (tokens/s, one core)")
+    ax.set_ylim(0, 1.2 * max(r["tokens_per_s"] for _, r in ch))
     if g:
         for c, r in ch:
-            ax.annotate(f"{100 * r['gflops'] / g:.0f}% GEMM", (c, r["tokens_per_s"]), textcoords="offset points",
+            ax.annotate(f"{100 * r['gflops'] / g:.0f}% of GEMM", (c, r["tokens_per_s"]), textcoords="offset points",
                         xytext=(0, 6), ha="center", fontsize=8)
+        ax.text(0.01, 0.01, "% of GEMM: MATH.md §8 useful FLOPs per second / gemm_1024's rate in the same run",
+                transform=ax.transAxes, fontsize=7, color="0.35")
     ax.set_title(f"GatedDelta B=1 T=8192 H=16 K=V=128 — {machine(ctx)}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
@@ -212,7 +302,7 @@ def plot_main_job(plt, rows, ctx, out):
               if any(r["form"] == f and r.get("threads", 1) == th for r in rows)]
     if not rules or not combos:
         return None
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 5.2))
     width = 0.8 / len(combos)
     for k, (form, th) in enumerate(combos):
         xs, ys = [], []
@@ -223,12 +313,17 @@ def plot_main_job(plt, rows, ctx, out):
                 ys.append(m[0]["tokens_per_s"])
         ax.bar(xs, ys, width=width, color=FORM_STYLE[form][0], hatch="//" if th > 1 else None, edgecolor="white",
                label=f"{form}, {th} thread{'s' if th > 1 else ''}")
+    for th, style in ((1, "--"), (2, ":")):
+        smax = [r["tokens_per_s"] for r in rows if r["rule"] in REFERENCE_RULES and r.get("threads", 1) == th]
+        if smax:
+            ax.axhline(max(smax), color="k", linestyle=style, linewidth=1,
+                       label=f"softmax attention, {th} thread{'s' if th > 1 else ''}")
     ax.set_xticks(list(range(len(rules))), rules)
     ax.set_ylabel("throughput (tokens/s)")
     ax.set_yscale("log")
     ax.set_title(f"Main job ({ctx.get('linattn_shape', '')}, T=4096, C=64) — {machine(ctx)}")
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.legend(fontsize=8, ncol=3)
+    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -307,6 +402,7 @@ def main():
     if have("forms_sweep.json"):
         rows, ctx = load(path("forms_sweep.json"))
         made += [plot_tokens_vs_T(plt, rows, ctx, path("tokens_vs_T.png")),
+                 plot_softmax_crossover(plt, rows, ctx, path("softmax_crossover.png")),
                  plot_chunk_sweep(plt, rows, ctx, path("chunk_sweep.png"))]
     if have("forms.json"):
         rows, ctx = load(path("forms.json"))

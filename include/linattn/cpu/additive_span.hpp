@@ -43,6 +43,7 @@ class additive_span {
     if constexpr (decay == decay_kind::scalar) {
       b_.resize(capacity, 1);
       cf_.resize(capacity);
+      eb_.resize(capacity);
     }
     if constexpr (decay == decay_kind::vector) {
       b_.resize(capacity, K);
@@ -62,6 +63,9 @@ class additive_span {
     if constexpr (decay == decay_kind::scalar) {
       Cum run = 0;
       for (index_t r = 0; r < n; ++r) b_(r, 0) = run += static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv));
+      // exp(b): one vectorised pass (a lazy exp inside asDiagonal() would be re-evaluated
+      // for every packet of the product).
+      eb_.head(n) = ex(scalar_gates().head(n));
     }
     if constexpr (decay == decay_kind::vector) {
       const index_t K = K_.cols();
@@ -89,13 +93,16 @@ class additive_span {
         O.noalias() = Q_.middleRows(r0, m) * H;
       } else {
         if constexpr (decay == decay_kind::scalar)
-          Qs_.topRows(m).noalias() = ex(scalar_gates().segment(r0, m)).asDiagonal() * Q_.middleRows(r0, m);
+          Qs_.topRows(m).noalias() = eb_.segment(r0, m).asDiagonal() * Q_.middleRows(r0, m);
         else
           Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
         O.noalias() = Qs_.topRows(m) * H;
       }
       if (finite_values) {
-        O.noalias() += P_.topLeftCorner(m, r1) * V_.topRows(r1);
+        // Causal halves: the first h rows of the tile see only the first r0 + h keys.
+        const index_t h = causal_split(m);
+        if (h > 0) O.topRows(h).noalias() += P_.topLeftCorner(h, r0 + h) * V_.topRows(r0 + h);
+        O.bottomRows(m - h).noalias() += P_.block(h, 0, m - h, r1) * V_.topRows(r1);
       } else {
         // Overflowed values (a diverging delta rule): only the causal prefix of each row, so
         // a later inf (times the masked zero) cannot turn earlier finite outputs into NaN.
@@ -115,11 +122,13 @@ class additive_span {
       // Kf = K ⊙ exp(b_n - b): each write decayed to the end of the span.
       if constexpr (decay == decay_kind::scalar) {
         const auto g = scalar_gates();
-        Kf_.topRows(n).noalias() = ex((-g.head(n)).array() + g(n - 1)).asDiagonal() * K_.topRows(n);
+        cf_.head(n) = ex((-g.head(n)).array() + g(n - 1));
+        Kf_.topRows(n).noalias() = cf_.head(n).asDiagonal() * K_.topRows(n);
         H *= std::exp(static_cast<A>(b_(n - 1, 0)));
       } else {
         Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
-        H = ex(b_.row(n - 1)).asDiagonal() * H;
+        f_ = ex(b_.row(n - 1));
+        H = f_.asDiagonal() * H;
       }
       H.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
     }
@@ -133,6 +142,8 @@ class additive_span {
   const mat<Cum>& cumulative_gates() const { return b_; }
   /// The scalar-gate cumsum as a contiguous vector (vectorised exps).   [cap]
   Eigen::Map<const col_vec<Cum>> scalar_gates() const { return {b_.data(), b_.rows()}; }
+  /// exp of the scalar-gate cumsum, exp(b).   [cap]
+  const col_vec<A>& scalar_gate_exps() const { return eb_; }
 
  private:
   /// exp of a (non-positive) log-gate expression, evaluated in the accumulation type.
@@ -142,6 +153,10 @@ class additive_span {
     return x.derived().template cast<A>().array().exp().matrix();
   }
 
+  /// Rows of a causal [m, m] block computed against the first half of its columns only:
+  /// a multiple of 16 near m / 2 (0 for blocks under 32 rows). Skips a quarter of the block.
+  static index_t causal_split(index_t m) { return m >= 32 ? m / 32 * 16 : 0; }
+
   /// P[0:m, 0:r1] = causal decayed scores of rows [r0, r1) against keys [0, r1).
   void scores(index_t r0, index_t r1) {
     const index_t m = r1 - r0;
@@ -149,16 +164,21 @@ class additive_span {
     if constexpr (decay == decay_kind::vector) {
       vector_scores(r0, r1);
     } else {
-      P.noalias() = Q_.middleRows(r0, m) * K_.topRows(r1).transpose();
+      // Causal halves: rows [0, h) against keys [0, r0 + h), rows [h, m) against all r1 keys.
+      const index_t h = causal_split(m);
+      if (h > 0) P.topLeftCorner(h, r0 + h).noalias() = Q_.middleRows(r0, h) * K_.topRows(r0 + h).transpose();
+      P.bottomRows(m - h).noalias() = Q_.middleRows(r0 + h, m - h) * K_.topRows(r1).transpose();
       if constexpr (decay == decay_kind::scalar)
         if (r0 > 0) cf_.head(r0) = ex((-scalar_gates().head(r0)).array() + b_(r0 - 1, 0));
       for (index_t i = 0; i < m; ++i) {
-        const index_t r = r0 + i;
+        const index_t r = r0 + i, w = i < h ? h : m;  // the row's computed columns of the tile
         if constexpr (decay == decay_kind::scalar) {
           // Columns before the tile: exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), e = r0 - 1.
           if (r0 > 0) P.row(i).head(r0).array() *= ex(b_(r, 0) - b_(r0 - 1, 0)) * cf_.head(r0).transpose().array();
-          const index_t w = r - r0 + 1;
-          P.row(i).segment(r0, w).array() *= ex((-scalar_gates().segment(r0, w)).array() + b_(r, 0)).transpose().array();
+          // The tile's columns: exp(min(b_r - b_c, 0)) over whole packets (the entries right
+          // of the diagonal are zeroed below).
+          P.row(i).segment(r0, w).array() *=
+              ex(((-scalar_gates().segment(r0, w)).array() + b_(r, 0)).min(Cum(0))).transpose().array();
         }
         P.row(i).segment(r + 1, r1 - r - 1).setZero();
       }
@@ -198,7 +218,8 @@ class additive_span {
   mat<A> Qs_, Kf_;    // [tile, K], [cap, K]           decayed copies
   mat<A> Kt_, Ks_;    // [cap, K]                       keys decayed to their 64/16-block pivot
   mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
-  col_vec<A> cf_;     // [cap]                          scalar column factors
+  col_vec<A> cf_;     // [cap]                          scalar column / write factors
+  col_vec<A> eb_;     // [cap]                          scalar exp(b)
   row_vec<A> f_;      // [K]                            per-dimension pivot factor
 };
 

@@ -7,14 +7,18 @@
 ///
 ///   A  = stril(diag(beta) (K K^T ⊙ Gam))            (i)   gates enter the UT transform
 ///   T  = (I + A)^{-1} diag(beta)                     blocked forward substitution
-///   W  = T diag(exp(b)) K,   U = T V                 (ii)  keys decayed to the span start
-///   U~ = U - W H                                     H = state at span start  [K, V]
+///   U~ = T (V - diag(exp(b)) K H)                    (ii)  keys decayed to the span start;
+///                                                    H = state at span start  [K, V]
 ///
+/// U~ is MATH.md's U - W H with W = T diag(exp(b)) K and U = T V, with T applied after the
+/// state product: one [n, n] x [n, V] product instead of two (W and U), 2 n K FLOPs per token
+/// fewer.
 /// after which the span is an additive (decay) span with values U~: outputs
 /// diag(exp(b)) Q H + (Q K^T ⊙ Gam) U~ and state exp(b_n) H + (diag(exp(b_n - b)) K)^T U~
 /// ((iii)-(v)), computed by `additive_span`. Every exponent is <= 0.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "../core/config.hpp"
@@ -33,18 +37,18 @@ class householder_span {
   static constexpr bool gated = Rule::decay == decay_kind::scalar;
   static_assert(Rule::decay != decay_kind::vector, "vector-gated delta rules have no CPU span kernel yet");
 
-  /// Largest ratio max|W H| / max|U - W H| accepted from the WY form: it loses about log2 of
-  /// this many mantissa bits (8 of float's 24, 17 of double's 53).
+  /// Largest ratio ||T||_inf max|X| / max|T X| (a bound on the largest partial sum of T X over
+  /// the result) accepted from the explicit T: it loses about log2 of this many mantissa bits
+  /// (8 of float's 24, 17 of double's 53).
   static constexpr A max_cancellation = sizeof(A) == 4 ? A(256) : A(131072);
-  /// `load` does the chunk-local work (Gram, T, W, U) that chunks may do in parallel.
+  /// `load` does the chunk-local work (Gram, T) that chunks may do in parallel.
   static constexpr bool chunk_local_load = true;
 
   /// Spans up to max_chunk_size tokens (chunks) form T explicitly; longer ones (the parallel
-  /// form over a whole sequence) solve (I + A) [W U] = diag(beta) [exp(b) K, V] directly,
-  /// which costs O(n^2 (K + V)) instead of O(n^3).
+  /// form over a whole sequence) solve (I + A) U~ = diag(beta) (V - exp(b) K H) directly,
+  /// which costs O(n^2 V) instead of O(n^3).
   householder_span(index_t capacity, index_t K, index_t V)
-      : core_(capacity, K, V), beta_(capacity), M_(capacity, capacity), W_(capacity, K), U_(capacity, V),
-        Kd_(capacity, K), Ut_(capacity, V) {
+      : core_(capacity, K, V), beta_(capacity), M_(capacity, capacity), Kd_(capacity, K), X_(capacity, V) {
     if (capacity <= max_chunk_size) T_.resize(capacity, capacity);
   }
 
@@ -52,16 +56,23 @@ class householder_span {
     core_.load(in, b, t0, n, hq, hv, scale);
     if (n == 0) return;
     const auto& K = core_.keys();
-    const auto& V = core_.values();
     for (index_t r = 0; r < n; ++r) beta_(r) = Rule::beta(in, b, t0 + r, hv, K.row(r).squaredNorm());
 
     // M's strictly lower part becomes A = stril(diag(beta) (K K^T ⊙ Gam)).   [n, n]
+    // Only the strictly lower part is used: for spans of at most 64 tokens the first h rows
+    // take the first h keys only (a quarter of the block skipped; h as in additive_span).
     auto M = M_.topLeftCorner(n, n);
-    M.noalias() = K.topRows(n) * K.topRows(n).transpose();
+    const index_t h = n <= 64 && n >= 32 ? n / 32 * 16 : 0;
+    if (h > 0) M.topLeftCorner(h, h).noalias() = K.topRows(h) * K.topRows(h).transpose();
+    M.bottomRows(n - h).noalias() = K.middleRows(h, n - h) * K.topRows(n).transpose();
     for (index_t r = 1; r < n; ++r) {
       if constexpr (gated) {
+        // Whole packets: exp(min(b_r - b_i, 0)) up to the next multiple of 16 columns (the
+        // entries from column r on are the diagonal and upper part, which A does not use).
         const auto g = core_.scalar_gates();
-        M.row(r).head(r).array() *= beta_(r) * ((-g.head(r)).array() + g(r)).template cast<A>().exp().transpose();
+        const index_t w = std::min(n, (r + 15) / 16 * 16);
+        M.row(r).head(w).array() *=
+            beta_(r) * ((-g.head(w)).array() + g(r)).min(Cum(0)).template cast<A>().exp().transpose();
       } else {
         M.row(r).head(r) *= beta_(r);
       }
@@ -69,8 +80,7 @@ class householder_span {
 
     // Kd = diag(exp(b)) K: keys decayed to the start of the span.   [n, K]
     if constexpr (gated)
-      Kd_.topRows(n).noalias() =
-          core_.scalar_gates().head(n).template cast<A>().array().exp().matrix().asDiagonal() * K.topRows(n);
+      Kd_.topRows(n).noalias() = core_.scalar_gate_exps().head(n).asDiagonal() * K.topRows(n);
     else
       Kd_.topRows(n) = K.topRows(n);
 
@@ -79,37 +89,34 @@ class householder_span {
       Tm.setZero();
       Tm.diagonal() = beta_.head(n);
       unit_lower_solve(M, Tm, n);
-      W_.topRows(n).noalias() = Tm.template triangularView<Eigen::Lower>() * Kd_.topRows(n);
-      U_.topRows(n).noalias() = Tm.template triangularView<Eigen::Lower>() * V.topRows(n);
-    } else {
-      W_.topRows(n).noalias() = beta_.head(n).asDiagonal() * Kd_.topRows(n);
-      U_.topRows(n).noalias() = beta_.head(n).asDiagonal() * V.topRows(n);
-      unit_lower_solve(M, W_.topRows(n), n);
-      unit_lower_solve(M, U_.topRows(n), n);
+      t_norm_ = Tm.cwiseAbs().rowwise().sum().template maxCoeff<Eigen::PropagateNaN>();  // ||T||_inf
     }
   }
 
-  /// Outputs of the span given the state H at its start; the values become U~ = U - W H.
+  /// Outputs of the span given the state H at its start; the values become
+  /// U~ = T X with X = V - diag(exp(b)) K H.
   ///
-  /// With unnormalised keys (beta ||k||^2 > 2) the recurrence diverges and T, W grow
-  /// geometrically along the span: W H then dwarfs U~ (the recurrence's own corrections
-  /// beta_r (v_r - S_{r-1} k_r)) and the subtraction cancels most digits, or overflows. Such
-  /// a span recomputes U~ by forward substitution, (I + A) U~ = diag(beta) (V - diag(exp(b)) K H),
-  /// whose intermediates are the corrections themselves. With normalised keys (|T| = O(1))
-  /// this path is not taken.
+  /// With unnormalised keys (beta ||k||^2 > 2) the recurrence diverges and T grows
+  /// geometrically along the span: the partial sums of T X then dwarf U~ (the recurrence's
+  /// own corrections beta_r (v_r - S_{r-1} k_r)) and cancel most digits, or overflow. Such a
+  /// span (and every span longer than max_chunk_size, which has no explicit T) computes U~ by
+  /// forward substitution, (I + A) U~ = diag(beta) X, whose intermediates are the corrections
+  /// themselves. With normalised keys (|T| = O(1)) this path is not taken.
   void emit(const mat<A>& H, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hv) {
     const index_t n = core_.length();
-    auto WH = Ut_.topRows(n);  // [n, V]
-    WH.noalias() = W_.topRows(n) * H;
+    auto X = X_.topRows(n);              // [n, V]
     auto V = core_.values().topRows(n);  // the span's v, replaced by U~
-    const A wh = WH.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
-    WH = U_.topRows(n) - WH;
-    const A ut = WH.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
-    if (std::isfinite(wh) && wh <= ut * max_cancellation) {
-      V = WH;
-    } else {
-      V.noalias() -= Kd_.topRows(n) * H;
-      V = beta_.head(n).asDiagonal() * V;
+    X = V;
+    X.noalias() -= Kd_.topRows(n) * H;
+    bool done = false;
+    if (n <= T_.rows()) {
+      V.noalias() = T_.topLeftCorner(n, n).template triangularView<Eigen::Lower>() * X;
+      const A x = X.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
+      const A ut = V.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
+      done = std::isfinite(x) && std::isfinite(t_norm_) && t_norm_ * x <= ut * max_cancellation;
+    }
+    if (!done) {
+      V.noalias() = beta_.head(n).asDiagonal() * X;
       unit_lower_solve(M_, V, n);
     }
     core_.emit(H, out, b, t0, hv);
@@ -123,7 +130,8 @@ class householder_span {
   col_vec<A> beta_;                      // [cap]
   mat<A> M_;                             // [cap, cap]  strictly lower part: A
   mat<A> T_;                             // [cap, cap]  T, for spans up to max_chunk_size
-  mat<A> W_, U_, Kd_, Ut_;               // [cap, K], [cap, V], [cap, K], [cap, V]
+  A t_norm_ = 0;                         //             ||T||_inf (max row sum of |T|)
+  mat<A> Kd_, X_;                        // [cap, K], [cap, V]  exp(b) K; V - exp(b) K H
 };
 
 }  // namespace linattn::cpu

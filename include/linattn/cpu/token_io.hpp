@@ -11,6 +11,21 @@
 
 namespace linattn::cpu {
 
+/// Rows of one head lie H * D elements apart (4 KiB at H = 8, D = 128: a new page per row),
+/// out of reach of the hardware prefetcher, which stays inside a page. The row copies below
+/// prefetch the row this many rows ahead, so the misses of several rows overlap (perf, main
+/// job: row loads 18 % -> 13 % and row stores 10 % -> 5 % of the chunkwise kernel's samples).
+inline constexpr index_t rows_ahead = 8;
+
+/// Hints the cache to fetch the `bytes` bytes at p (for writing when `write`).
+inline void prefetch_bytes(const void* p, index_t bytes, bool write) {
+  const char* c = static_cast<const char*>(p);
+  for (index_t o = 0; o < bytes; o += 64) {
+    if (write) __builtin_prefetch(c + o, 1, 3);
+    else __builtin_prefetch(c + o, 0, 3);
+  }
+}
+
 /// dst row r = factor * x(b, t0 + r, head, :) for r in [0, rows).   x: [B, T, heads, D]
 template <class T, class Dst, class A>
 void load_rows(const tensor_view<const T, 4>& x, index_t b, index_t t0, index_t head, index_t rows,
@@ -18,6 +33,8 @@ void load_rows(const tensor_view<const T, 4>& x, index_t b, index_t t0, index_t 
   const index_t D = x.extent(3), sd = x.stride(3);
   for (index_t r = 0; r < rows; ++r) {
     const T* src = &x(b, t0 + r, head, 0);
+    if (sd == 1 && r + rows_ahead < rows)
+      prefetch_bytes(&x(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), false);
     if (sd == 1)  // contiguous rows: a vectorised convert-and-scale
       dst.row(r) = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(src, D).template cast<A>() * factor;
     else
@@ -32,6 +49,8 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
   const index_t D = out.extent(3), sd = out.stride(3);
   for (index_t r = 0; r < rows; ++r) {
     T* dst = &out(b, t0 + r, head, 0);
+    if (sd == 1 && r + rows_ahead < rows)
+      prefetch_bytes(&out(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), true);
     if (sd == 1)
       Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(dst, D) = src.row(r).template cast<T>();
     else

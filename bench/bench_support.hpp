@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// What the benchmark executables share: the forms and their names, the row shape, the
+/// counters, the reference GEMM row, the random inputs' helpers, the median-keeping console
+/// reporter and the command line (our flags, then Google Benchmark's with the defaults of
+/// bench/README.md: JSON into bench/results/, repetitions in random order).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <vector>
+
+#include <linattn/linattn.hpp>
+
+namespace linattn::bench {
+
+namespace la = linattn;
+using la::index_t;
+
+/// The three forms (for TTT-Linear: recurrent = primal, chunkwise = dual).
+enum class form { recurrent, parallel, chunkwise };
+
+inline const char* form_name(form f) {
+  switch (f) {
+    case form::recurrent: return "recurrent";
+    case form::parallel: return "parallel";
+    case form::chunkwise: return "chunkwise";
+  }
+  return "?";
+}
+
+/// Sizes of one row and options::threads. q, k: [B, T, H, K]; v, out: [B, T, H, V] (HV = H);
+/// C = chunk (tile) size; b = TTT mini-batch size.
+struct shape {
+  index_t B = 1, T = 4096, H = 8, K = 128, V = 128, C = 64;
+  int threads = 1;
+  index_t b = 16;
+};
+
+/// Calls the form f of Rule.
+template <class Rule, class Out>
+void run_form(form f, const typename Rule::template inputs<float>& in, const Out& out, const la::options<float>& opt) {
+  switch (f) {
+    case form::recurrent: la::recurrent_forward<Rule>(in, out, opt); break;
+    case form::parallel: la::parallel_forward<Rule>(in, out, opt); break;
+    case form::chunkwise: la::chunkwise_forward<Rule>(in, out, opt); break;
+  }
+}
+
+inline float log_sigmoid(float x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+
+/// x = n values f(z), z ~ N(0, 1) drawn from rng.
+template <class F>
+void fill_normal(std::vector<float>& x, index_t n, std::mt19937& rng, F f) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  x.resize(static_cast<std::size_t>(n));
+  for (float& e : x) e = f(normal(rng));
+}
+
+/// Every output written and finite, or the timing means nothing.
+inline bool all_finite(const std::vector<float>& x) {
+  return std::all_of(x.begin(), x.end(), [](float e) { return std::isfinite(e); });
+}
+
+/// tokens_per_s (when tokens > 0) and gflops, both per second of the row's time.
+inline void set_counters(benchmark::State& state, double tokens, double flops) {
+  const double it = double(state.iterations());
+  if (tokens > 0) state.counters["tokens_per_s"] = benchmark::Counter(it * tokens, benchmark::Counter::kIsRate);
+  state.counters["gflops"] = benchmark::Counter(it * flops * 1e-9, benchmark::Counter::kIsRate);
+}
+
+inline constexpr double gemm_flops = 2.0 * 1024.0 * 1024.0 * 1024.0;
+
+/// Reference row: C = A B with A, B, C 1024 x 1024 fp32 (Eigen, one thread), compiled with the
+/// same flags as the kernels, so every row's GFLOP/s reads as a share of it.
+inline void bench_gemm(benchmark::State& state) {
+  const index_t n = 1024;
+  const Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
+  Eigen::MatrixXf c(n, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, 0, gemm_flops);
+}
+
+inline std::string fixed(double x, const char* fmt) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, x);
+  return buf;
+}
+
+/// Console reporter that keeps each row's seconds per iteration (the median aggregate with
+/// repetitions, else the median of the runs) for a summary printed by `summary()` after the
+/// last row. `wall(name)` says whether a row is timed by wall clock rather than CPU time.
+class median_reporter : public benchmark::ConsoleReporter {
+ public:
+  median_reporter(std::function<bool(const std::string&)> wall = {}) :
+      ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular), wall_(std::move(wall)) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      const std::string name = r.run_name.function_name;
+      if (r.iterations <= 0) continue;
+      const double total = wall_ && wall_(name) ? r.real_accumulated_time : r.cpu_accumulated_time;  // seconds
+      if (r.run_type == Run::RT_Iteration) all_[name].push_back(total / double(r.iterations));
+      else if (r.aggregate_name == "median") medians_[name] = total / double(r.iterations);
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    summary();
+  }
+
+ protected:
+  virtual void summary() {}
+
+  /// Median seconds per iteration of a row, or 0 when it did not run.
+  double seconds(const std::string& name) const {
+    if (const auto m = medians_.find(name); m != medians_.end()) return m->second;
+    const auto it = all_.find(name);
+    if (it == all_.end()) return 0;
+    std::vector<double> s = it->second;
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  }
+
+  void line(const char* fmt, auto... args) const {
+    char buf[320];
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    GetOutputStream() << buf << '\n';
+  }
+
+ private:
+  std::function<bool(const std::string&)> wall_;
+  std::map<std::string, std::vector<double>> all_;  // per iteration run
+  std::map<std::string, double> medians_;           // median aggregates (repetitions)
+};
+
+/// The command line: `ours(flag)` consumes the program's own flags (returns true); the rest
+/// goes to Google Benchmark, plus --benchmark_out=<results>/<out_file> (unless given, listing,
+/// or out_file is empty), JSON format and random interleaving of repetitions (when
+/// `interleave` and not given). Returns false on an unknown Google Benchmark flag.
+class command_line {
+ public:
+  template <class Ours>
+  command_line(int argc, char** argv, Ours&& ours) : args_{argv[0]} {
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view a = argv[i];
+      if (ours(a)) continue;
+      args_.emplace_back(a);
+      out_given_ = out_given_ || a.starts_with("--benchmark_out=");
+      format_given_ = format_given_ || a.starts_with("--benchmark_out_format=");
+      listing_ = listing_ || a.starts_with("--benchmark_list_tests");
+      interleave_given_ = interleave_given_ || a.starts_with("--benchmark_enable_random_interleaving");
+    }
+  }
+
+  bool initialize(const std::string& out_file, bool interleave) {
+    // Google Benchmark opens (truncates) the out file even when it only lists the rows.
+    if (!out_given_ && !listing_ && !out_file.empty()) {
+      const std::filesystem::path dir = LINATTN_BENCH_RESULTS_DIR;
+      std::filesystem::create_directories(dir);
+      args_.push_back("--benchmark_out=" + (dir / out_file).string());
+    }
+    if (!format_given_) args_.push_back("--benchmark_out_format=json");
+    // Repetitions in random order: a slow phase of a shared machine spreads over all rows
+    // instead of landing on a few.
+    if (interleave && !interleave_given_) args_.push_back("--benchmark_enable_random_interleaving=true");
+    for (std::string& a : args_) cargs_.push_back(a.data());
+    int argc = static_cast<int>(cargs_.size());
+    cargs_.push_back(nullptr);
+    benchmark::Initialize(&argc, cargs_.data());
+    return !benchmark::ReportUnrecognizedArguments(argc, cargs_.data());
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::vector<char*> cargs_;  // argv for Google Benchmark, alive as long as the program
+  bool out_given_ = false, format_given_ = false, listing_ = false, interleave_given_ = false;
+};
+
+}  // namespace linattn::bench
