@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// The library's stream-ordered memory pool, one per device. The chunkwise form needs a
-/// workspace of about 2 (K + V + 64) bytes per token and value head (W, U and the intra-chunk
-/// scores); taking it from a pool that keeps freed memory reserved (release threshold
+/// workspace of K + V + 64 input-type elements plus 4 bytes per token and value head (W, U, the
+/// intra-chunk scores, the gate cumsums); taking it from a pool that keeps freed memory reserved (release threshold
 /// unlimited) means repeated calls reuse it instead of mapping it anew after every
 /// synchronisation, which costs about a millisecond per gigabyte. The memory stays reserved
 /// until `linattn::cuda::trim_workspace()` hands it back.
