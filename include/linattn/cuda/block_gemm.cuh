@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Thread-block matrix products on tensor cores (WMMA), operands in shared memory, fp32
-/// accumulation, results handed element by element to an epilogue.
-///
-/// Operand types: `__half` and `__nv_bfloat16` use one 16x16x16 product per step; `float`
-/// uses three TF32 products per step (a = a_hi + a_lo, a*b ~ a_hi*b_hi + a_hi*b_lo + a_lo*b_hi),
-/// which keeps fp32 inputs within fp32 accuracy instead of TF32's ~1e-3.
+/// Thread-block matrix products on tensor cores (WMMA), fp32 operands in shared memory, fp32
+/// accumulation, results handed element by element to an epilogue (the kernels for fp32
+/// inputs). Each step is three TF32 products (a = a_hi + a_lo, a*b ~ a_hi*b_hi + a_hi*b_lo +
+/// a_lo*b_hi), which keeps fp32 inputs within fp32 accuracy instead of TF32's ~1e-3.
 #pragma once
 
 #include <mma.h>
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <type_traits>
 
 namespace linattn::cuda::detail {
 
@@ -20,24 +17,10 @@ namespace wmma = nvcuda::wmma;
 using row_major = wmma::row_major;
 using col_major = wmma::col_major;
 
-/// Fragment types and one k-step of C += A B for an operand type.
+/// Fragment types and one k-step of C += A B for an operand type (fp32 only: the 16-bit
+/// inputs use the register-resident mma.sync kernels of mma.cuh instead).
 template <class Op>
-struct mma_traits {
-  static constexpr int k_step = 16;
-  template <class Layout>
-  using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 16, Op, Layout>;
-  template <class Layout>
-  using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, 16, Op, Layout>;
-
-  template <class LA, class LB, class Acc>
-  __device__ static void step(Acc& c, const Op* a, unsigned lda, const Op* b, unsigned ldb) {
-    frag_a<LA> fa;
-    frag_b<LB> fb;
-    wmma::load_matrix_sync(fa, a, lda);
-    wmma::load_matrix_sync(fb, b, ldb);
-    wmma::mma_sync(c, fa, fb, c);
-  }
-};
+struct mma_traits;
 
 template <>
 struct mma_traits<float> {

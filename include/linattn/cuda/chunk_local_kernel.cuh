@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Chunkwise form, pass 1 (MATH.md §3.2 step 1 and §4.1): independent for every chunk and
-/// value head. With b the chunk-local cumsum of the log gates and Gam_ri = exp(b_r - b_i):
+/// Chunkwise form, pass 1 for fp32 inputs (MATH.md §3.2 step 1 and §4.1; 16-bit inputs take
+/// chunk_local_mma_kernel.cuh): independent for every chunk and value head. With b the chunk-local cumsum of the log gates and Gam_ri = exp(b_r - b_i):
 ///
 ///   scores = scale (Q K^T ⊙ Gam)          causal incl. the diagonal      [C, C]
 ///   A      = stril(diag(beta) (K K^T ⊙ Gam))                             [C, C]
@@ -10,6 +10,8 @@
 ///
 /// The additive family needs only b and the scores. Every exponent is <= 0.
 #pragma once
+
+#include <type_traits>
 
 #include "block_gemm.cuh"
 #include "chunk_args.cuh"
@@ -23,6 +25,7 @@ namespace linattn::cuda::detail {
 /// Shared-memory layout of the chunk-local kernel (byte offsets).
 template <class Rule, class T, int K, int V>
 struct chunk_local_layout {
+  static_assert(std::is_same_v<T, float>, "the WMMA 3xTF32 chunk-local pass takes fp32 inputs");
   static constexpr int ldk = K + pad<T>, ldv = V + pad<T>, ldc = chunk + pad<T>, ldf = chunk + 4;
   static constexpr int warps = 16;
   static constexpr int threads = 32 * warps;
@@ -86,7 +89,7 @@ __global__ void __launch_bounds__(512) chunk_local_kernel(chunk_args<Rule, T> ar
             a[r * L::ldf + j + e] = j + e < r ? betas[r] * x[e] * __expf(gates[r] - gates[j + e]) : 0.0f;
         });
     __syncthreads();
-    invert_unit_lower(a, L::ldf, tri, L::ldf, stage);  // tri = (I + A)^{-1}; A is free now
+    invert_unit_lower_tc(a, L::ldf, tri, L::ldf, stage);  // tri = (I + A)^{-1}; A is free now
     load_rows<chunk, V>(values, L::ldv, in.v, b, t0, n, hv);
     commit_copies();
     for (int e = tid; e < chunk * chunk; e += int(blockDim.x)) {  // T = (I + A)^{-1} diag(beta)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Chunkwise form, pass 2 (MATH.md §3.2 steps 7-9 and §4.1): sequential over the chunks of one
-/// sequence, for one value head and a block of BV value columns. The state block
+/// Chunkwise form, pass 2 for fp32 inputs (MATH.md §3.2 steps 7-9 and §4.1; 16-bit inputs take
+/// chunk_state_mma_kernel.cuh): sequential over the chunks of one sequence, for one value head and a block of BV value columns. The state block
 /// H = S^T [K, BV] stays in shared memory in fp32 for the whole sequence:
 ///
 ///   U~  = U - W H                                   (additive family: U~ = V)
@@ -11,6 +11,8 @@
 /// The next chunk's tiles are copied asynchronously while the current one is computed (two
 /// tile buffers where shared memory allows, else one).
 #pragma once
+
+#include <type_traits>
 
 #include "async_copy.cuh"
 #include "block_gemm.cuh"
@@ -25,6 +27,7 @@ inline constexpr int max_block_smem = 227 * 1024;
 
 template <class Rule, class T, int K, int BV>
 struct chunk_state_layout {
+  static_assert(std::is_same_v<T, float>, "the WMMA 3xTF32 state pass takes fp32 inputs");
   static constexpr int ldk = K + pad<T>, ldb = BV + pad<T>, ldc = chunk + pad<T>, ldh = BV + 4;
   static constexpr int warps = 16;
   static constexpr int threads = 32 * warps;

@@ -4,8 +4,7 @@
 /// blocked): the four 16x16 diagonal blocks are inverted by forward substitution, one warp
 /// each, in registers; then the off-diagonal blocks follow diagonal by diagonal,
 ///   X_ij = -X_ii sum_{k=j}^{i-1} A_ik X_kj      (i > j),
-/// each a few 16x16 products over the whole block: 7 barriers instead of 64. Two versions of
-/// the products: fp32 FMAs on any block of >= 128 threads, or 3xTF32 mma.sync on >= 8 warps.
+/// each a few 16x16 products (3xTF32 mma.sync) over the whole block: 4 barriers instead of 64.
 #pragma once
 
 #include "mma.cuh"
@@ -37,39 +36,10 @@ __device__ inline void invert_diagonal_blocks(const float* a, int lda, float* x,
   __syncthreads();
 }
 
-/// x = (I + a)^{-1}, both [64, ld*] fp32 in shared memory; `scratch` holds 3 * 16 * 17
-/// floats. Runs on the whole block (at least 128 threads); ends synchronised.
-__device__ inline void invert_unit_lower(const float* a, int lda, float* x, int ldx, float* scratch) {
-  constexpr int blk = 16, nb = 4;
-  const int tid = int(threadIdx.x);
-  invert_diagonal_blocks(a, lda, x, ldx);
-  constexpr int lds = blk + 1;
-  for (int dist = 1; dist < nb; ++dist) {
-    // one item per element (r, c) of every block (i = j + dist, j)
-    const int items = (nb - dist) * blk * blk;
-    // Y_(j) = sum_{k=j}^{i-1} A_ik X_kj
-    for (int e = tid; e < items; e += int(blockDim.x)) {
-      const int j = e / (blk * blk), r = (e / blk) % blk, c = e % blk, i = j + dist;
-      float y = 0.0f;
-      for (int k = j * blk; k < i * blk; ++k) y += a[(i * blk + r) * lda + k] * x[k * ldx + j * blk + c];
-      scratch[j * blk * lds + r * lds + c] = y;
-    }
-    __syncthreads();
-    // X_ij = -X_ii Y
-    for (int e = tid; e < items; e += int(blockDim.x)) {
-      const int j = e / (blk * blk), r = (e / blk) % blk, c = e % blk, i = j + dist;
-      float v = 0.0f;
-#pragma unroll
-      for (int m = 0; m < blk; ++m) v += x[(i * blk + r) * ldx + i * blk + m] * scratch[j * blk * lds + m * lds + c];
-      x[(i * blk + r) * ldx + j * blk + c] = -v;
-    }
-    __syncthreads();
-  }
-}
-
-/// Same as invert_unit_lower with the off-diagonal block products on tensor cores in 3xTF32
-/// (fp32 accuracy): at distance d, warp 2 j + h forms the 8 columns h of block (j + d, j).
-/// Runs on a block of at least 8 warps; `scratch` holds 8 x 16 x 8 floats; ends synchronised.
+/// x = (I + a)^{-1}, both [64, ld*] fp32 in shared memory, with the off-diagonal block products
+/// on tensor cores in 3xTF32 (fp32 accuracy): at distance d, warp 2 j + h forms the 8 columns h
+/// of block (j + d, j). Runs on a block of at least 8 warps; `scratch` holds 8 x 16 x 8 floats;
+/// ends synchronised.
 __device__ inline void invert_unit_lower_tc(const float* a, int lda, float* x, int ldx, float* scratch) {
   constexpr int blk = 16, nb = 4;
   invert_diagonal_blocks(a, lda, x, ldx);
