@@ -46,7 +46,7 @@ if [[ $mode == profile ]]; then
   (( $# > 1 )) || set -- profile 0 4
   cmake --build $build -j "$(nproc)" --target linattn_bench_cuda >"$build/build_bench.log" 2>&1 || { tail -40 "$build/build_bench.log"; exit 1; }
   for shape in ${@:2}; do
-    ncu --clock-control none -k regex:chunk -c 2 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    ncu --clock-control none -k regex:chunk -c 3 --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section MemoryWorkloadAnalysis ./$build/bench/cuda/linattn_bench_cuda --shape $shape --reps 1 >"$logs/ncu_$shape.txt" 2>&1
     grep -E "chunk_.*kernel<|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Block Limit" "$logs/ncu_$shape.txt" | sed -E 's/\(chunk_args.*//' | head -60
   done

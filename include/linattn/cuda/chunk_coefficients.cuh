@@ -14,12 +14,12 @@
 namespace linattn::cuda::detail {
 
 /// Copies the chunk's key and query tiles [C, ldk] into shared memory and its log gates into
-/// gates[0..C) (0 past its n tokens). Runs on the whole block; ends synchronised.
-template <int K, class Rule, class T>
+/// gates[0..C) (0 past its n tokens). Runs on the whole block of `Threads`; ends synchronised.
+template <int K, int Threads, class Rule, class T>
 __device__ void load_keys_queries_gates(const chunk_args<Rule, T>& args, T* keys, T* queries, int ldk, float* gates,
                                         index_t b, index_t t0, int n, index_t h, index_t hv) {
-  load_rows<chunk, K>(keys, ldk, args.in.k, b, t0, n, h);
-  load_rows<chunk, K>(queries, ldk, args.in.q, b, t0, n, h);
+  load_rows<chunk, K, Threads>(keys, ldk, args.in.k, b, t0, n, h);
+  load_rows<chunk, K, Threads>(queries, ldk, args.in.q, b, t0, n, h);
   commit_copies();
   const int tid = int(threadIdx.x);
   if (tid < chunk) gates[tid] = tid < n ? log_gate<Rule, T>(args.in, b, t0 + tid, hv) : 0.0f;

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(512) chunk_local_kernel(chunk_args<Rule, T> ar
   const auto& in = args.in;
   const int tid = int(threadIdx.x);
 
-  load_keys_queries_gates<K>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
+  load_keys_queries_gates<K, L::threads>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
 
   chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, b, t0, n, hv);
 
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(512) chunk_local_kernel(chunk_args<Rule, T> ar
         });
     __syncthreads();
     invert_unit_lower_tc(a, L::ldf, tri, L::ldf, stage);  // tri = (I + A)^{-1}; A is free now
-    load_rows<chunk, V>(values, L::ldv, in.v, b, t0, n, hv);
+    load_rows<chunk, V, L::threads>(values, L::ldv, in.v, b, t0, n, hv);
     commit_copies();
     for (int e = tid; e < chunk * chunk; e += int(blockDim.x)) {  // T = (I + A)^{-1} diag(beta)
       const int r = e / chunk, j = e % chunk;

@@ -39,12 +39,6 @@ struct chunk_local_mma_layout {
   static constexpr int bytes = betas + chunk * 4;
 };
 
-/// Stores columns j, j+1 of a workspace row (contiguous) as one 4-byte store.
-template <class T>
-__device__ inline void store_pair(T* row, int j, float lo, float hi) {
-  *reinterpret_cast<std::uint32_t*>(row + j) = pack2<T>(lo, hi);
-}
-
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule, T> args) {
   using L = chunk_local_mma_layout<Rule, T, K, V>;
@@ -67,7 +61,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   const int rb = warp % 4, ch = warp / 4;
   const int r0 = 16 * rb;  // this warp's rows
 
-  load_keys_queries_gates<K>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
+  load_keys_queries_gates<K, L::threads>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
 
   chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, b, t0, n, hv);
 
@@ -113,7 +107,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   }
   if constexpr (corrects<Rule>) {
     __syncthreads();  // A is complete; the queries' tile is free
-    load_rows<chunk, V>(values, L::ldv, in.v, b, t0, n, hv);
+    load_rows<chunk, V, L::threads>(values, L::ldv, in.v, b, t0, n, hv);
     commit_copies();
     invert_unit_lower_tc(a_tile, L::ldf, x_tile, L::ldf, reinterpret_cast<float*>(smem + L::scratch));
     wait_copies<0>();

@@ -57,14 +57,14 @@ __device__ void load_chunk(unsigned char* buf, const chunk_args<Rule, T>& args, 
   using L = chunk_state_layout<Rule, T, K, BV>;
   T* wq = reinterpret_cast<T*>(buf + L::wq);
   if constexpr (corrects<Rule>) {
-    load_rows<chunk, K>(wq, L::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv);
-    load_rows<chunk, BV>(reinterpret_cast<T*>(buf + L::values), L::ldb, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0);
+    load_rows<chunk, K, L::threads>(wq, L::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv);
+    load_rows<chunk, BV, L::threads>(reinterpret_cast<T*>(buf + L::values), L::ldb, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0);
   } else {
-    load_rows<chunk, BV>(reinterpret_cast<T*>(buf + L::values), L::ldb, args.in.v, b, t0, n, hv, v0);
+    load_rows<chunk, BV, L::threads>(reinterpret_cast<T*>(buf + L::values), L::ldb, args.in.v, b, t0, n, hv, v0);
   }
-  load_rows<chunk, K>(wq + chunk * L::ldk, L::ldk, args.in.q, b, t0, n, h);
-  load_rows<chunk, K>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h);
-  load_rows<chunk, chunk>(reinterpret_cast<T*>(buf + L::scores), L::ldc, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
+  load_rows<chunk, K, L::threads>(wq + chunk * L::ldk, L::ldk, args.in.q, b, t0, n, h);
+  load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h);
+  load_rows<chunk, chunk, L::threads>(reinterpret_cast<T*>(buf + L::scores), L::ldc, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
   float* gates = reinterpret_cast<float*>(buf + L::gates);
   const int tid = int(threadIdx.x);
   if (tid < chunk) copy_async_4(gates + tid, &args.gate_cumsum(b, t0 + (tid < n ? tid : n - 1), hv));

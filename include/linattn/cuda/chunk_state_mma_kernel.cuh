@@ -53,14 +53,14 @@ __device__ void load_chunk_tiles(unsigned char* buf, const chunk_args<Rule, T>& 
                                  index_t hv, index_t h, index_t v0) {
   using L = chunk_state_mma_layout<Rule, T, K, Groups, Split>;
   if constexpr (corrects<Rule>) {
-    load_rows<chunk, K>(reinterpret_cast<T*>(buf + L::wgt), L::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv);
-    load_rows<chunk, L::BV>(reinterpret_cast<T*>(buf + L::values), L::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0);
+    load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::wgt), L::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv);
+    load_rows<chunk, L::BV, L::threads>(reinterpret_cast<T*>(buf + L::values), L::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0);
   } else {
-    load_rows<chunk, L::BV>(reinterpret_cast<T*>(buf + L::values), L::ldv, args.in.v, b, t0, n, hv, v0);
+    load_rows<chunk, L::BV, L::threads>(reinterpret_cast<T*>(buf + L::values), L::ldv, args.in.v, b, t0, n, hv, v0);
   }
-  load_rows<chunk, K>(reinterpret_cast<T*>(buf + L::queries), L::ldk, args.in.q, b, t0, n, h);
-  load_rows<chunk, K>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h);
-  load_rows<chunk, chunk>(reinterpret_cast<T*>(buf + L::scores), L::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
+  load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::queries), L::ldk, args.in.q, b, t0, n, h);
+  load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h);
+  load_rows<chunk, chunk, L::threads>(reinterpret_cast<T*>(buf + L::scores), L::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
   float* gates = reinterpret_cast<float*>(buf + L::gates);
   for (int r = int(threadIdx.x); r < chunk; r += int(blockDim.x))
     copy_async_4(gates + r, &args.gate_cumsum(b, t0 + (r < n ? r : n - 1), hv));

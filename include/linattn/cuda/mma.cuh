@@ -32,6 +32,13 @@ __device__ inline std::uint32_t pack2(float lo, float hi) {
   }
 }
 
+/// Stores columns j, j+1 of a contiguous row (workspace or shared memory; j even) as one
+/// 4-byte store.
+template <class T>
+__device__ inline void store_pair(T* row, int j, float lo, float hi) {
+  *reinterpret_cast<std::uint32_t*>(row + j) = pack2<T>(lo, hi);
+}
+
 /// The two 16-bit values of a register as floats.
 template <class T>
 __device__ inline float2 unpack2(std::uint32_t r) {
