@@ -40,9 +40,9 @@ std::vector<shape_case> shape_cases() {
       {"B1 T77 H2 HV2 K128 V128, output only", {1, 77, 2, 2, 128, 128}, {}, {.want_state = false}},
       // The 16-bit state pass picks its kernel and block shape from units = sequences x value
       // heads x V/16 against the SM count (132 on H100/H200). Units: the cases above <= 132
-      // (state pass without the output, 16 columns per block, then the output pass); 144 (the
-      // same with 32 columns); 320 (fused output, four 2-warp groups; fp32: 32-column blocks);
-      // 640 (fused, one warp per 16 columns, V = 128 and V = 64).
+      // (warp-specialised state pass, 16 columns per block); 144 (the same with 32 columns);
+      // 320 (output in the state warps, four 2-warp groups; fp32: 32-column blocks); 640 (one
+      // warp per 16 columns, V = 128 and V = 64).
       {"B3 T100 H4 HV12 K128 V64, 32-column state blocks", {3, 100, 4, 12, 128, 64}, {}, {}},
       {"B5 T70 H4 HV8 K128 V128, wide grid", {5, 70, 4, 8, 128, 128}, {}, {}},
       {"B10 T70 H4 HV8 K128 V128, wider grid", {10, 70, 4, 8, 128, 128}, {}, {}},

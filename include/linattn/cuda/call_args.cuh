@@ -29,10 +29,8 @@ struct call_args {
       : in(inputs), out(output), s0(state_in), s1(state_out), length(int(p.T)), group(int(p.group)),
         scale(float(p.scale)) {}
 
-  /// Sequence n: from the table, or batch row n (whose chunks follow those of rows < n).
-  __device__ span sequence(index_t n) const {
-    return seqs ? seqs[n] : span{int(n), 0, length, int(n) * ((length + chunk - 1) / chunk)};
-  }
+  /// Sequence n: from the table, or batch row n.
+  __device__ span sequence(index_t n) const { return seqs ? seqs[n] : span{int(n), 0, length, 0}; }
 };
 
 }  // namespace linattn::cuda::detail

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Arguments of the chunkwise kernels: the call's (call_args.cuh), the chunk table, and the
-/// workspace through which the chunk-local pass hands W, U, the masked intra-chunk scores and
-/// the gate cumsums to the sequential state pass (and that pass its states to the output pass).
+/// workspace through which the chunk-local pass hands W, U, the masked
+/// intra-chunk scores and the gate cumsums to the sequential state pass.
 #pragma once
 
 #include "../core/tensor_view.hpp"
@@ -21,9 +21,6 @@ struct chunk_args : call_args<Rule, T> {
   tensor_view<T, 4> scores;               // [B, T, HV, chunk]  scale (Q K^T ⊙ Gam), causal; only the
                                           // 16x16 tiles on or below the diagonal are written
   tensor_view<float, 3> gate_cumsum;      // [B, T, HV]  b = chunk-local cumsum of log gates
-  // written by the state pass when the output has a pass of its own (chunk_output_mma_kernel):
-  // U~ = U - W H over `u`, and
-  tensor_view<T, 4> states;               // [chunks, K, HV, V]  H before each chunk, rounded to T
 
   /// Chunk i of the call (block i of a chunk-local launch): from the table, or chunk
   /// i % per_row of batch row i / per_row.

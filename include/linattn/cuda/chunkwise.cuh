@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// `linattn::cuda::chunkwise_forward<Rule>`: the chunkwise form on the GPU, chunk 64: the
-/// chunk-local pass (parallel over chunks and value heads), then the state pass (parallel over
-/// sequences, value heads and column blocks of V; sequential over chunks), which also forms
-/// the output when the call has enough sequences x heads to fill the GPU. When it has not
-/// (16-bit inputs), the state pass only carries the state and stores it per chunk, and a third
-/// pass, parallel over chunks, forms the output.
-/// 16-bit inputs take the mma.sync kernels (chunk_local_mma_kernel, chunk_state_mma_kernel or
-/// chunk_state_rows_kernel + chunk_output_mma_kernel), fp32 inputs the WMMA 3xTF32 ones
-/// (chunk_local_kernel, chunk_state_kernel).
+/// `linattn::cuda::chunkwise_forward<Rule>`: the chunkwise form on the GPU, chunk 64, in two
+/// launches: the chunk-local pass (parallel over chunks and value heads) and the state pass
+/// (parallel over sequences, value heads and column blocks of V; sequential over chunks).
+/// 16-bit inputs take the mma.sync kernels (chunk_local_mma_kernel, then
+/// chunk_state_specialized_kernel for few sequences x heads, chunk_state_mma_kernel for more),
+/// fp32 inputs the WMMA 3xTF32 ones (chunk_local_kernel, chunk_state_kernel).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,10 +18,9 @@
 #include "call_setup.cuh"
 #include "chunk_local_kernel.cuh"
 #include "chunk_local_mma_kernel.cuh"
-#include "chunk_output_mma_kernel.cuh"
 #include "chunk_state_kernel.cuh"
 #include "chunk_state_mma_kernel.cuh"
-#include "chunk_state_rows_kernel.cuh"
+#include "chunk_state_specialized_kernel.cuh"
 #include "dims.cuh"
 #include "supported_rule.cuh"
 
@@ -60,35 +56,24 @@ void launch_state_mma(const chunk_args<Rule, E>& args, const problem& p, cudaStr
   check_launch("chunk_state_mma_kernel");
 }
 
-/// Value columns per block of the state pass that leaves the output to a pass of its own
-/// (16-bit inputs): 16 or 32, the fewer with which the blocks fit on the multiprocessors at
-/// once, or 0 when 32-column blocks would not: then the fused state pass runs (at 64 columns
-/// the separate output pass's extra state traffic costs more than it saves; bench/cuda/NOTES.md).
-inline int split_state_columns(const problem& p, index_t sms) {
+/// Value columns per block of the warp-specialised state pass (16-bit inputs): 16 or 32, the
+/// fewer with which the blocks fit on the multiprocessors at once, or 0 when 32-column blocks
+/// would not: then the state pass with the output inside runs (bench/cuda/NOTES.md).
+inline int specialized_state_columns(const problem& p, index_t sms) {
   for (int bv : {16, 32})
     if (p.N * p.HV * (p.V / bv) <= sms) return bv;
   return 0;
 }
 
-/// The state pass without the output (chunk_state_rows_kernel, `BV` columns per block), then
-/// the output pass (64 columns per block).
 template <class Rule, class E, int K, int V, int BV>
-void launch_split_passes(const chunk_args<Rule, E>& args, std::size_t n_chunks, const problem& p, cudaStream_t stream) {
-  if constexpr (V % BV == 0) {
-    using S = chunk_state_rows_layout<Rule, E, K, BV>;
-    auto* state_kernel = chunk_state_rows_kernel<Rule, E, K, BV>;
-    check(cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::bytes),
-          "cudaFuncSetAttribute(chunk_state_rows_kernel)");
-    state_kernel<<<dim3(unsigned(V / BV), unsigned(p.HV), unsigned(p.N)), S::threads, S::bytes, stream>>>(args);
-    check_launch("chunk_state_rows_kernel");
-    if (n_chunks == 0) return;
-    using O = chunk_output_layout<Rule, E, K, 64>;
-    auto* out_kernel = chunk_output_mma_kernel<Rule, E, K, 64>;
-    check(cudaFuncSetAttribute(out_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, O::bytes),
-          "cudaFuncSetAttribute(chunk_output_mma_kernel)");
-    out_kernel<<<dim3(unsigned(n_chunks * (V / 64)), unsigned(p.HV)), O::threads, O::bytes, stream>>>(args);
-    check_launch("chunk_output_mma_kernel");
-  }
+void launch_state_specialized(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
+  static_assert(V % BV == 0, "whole column blocks");
+  using S = chunk_state_specialized_layout<Rule, E, K, BV>;
+  auto* kernel = chunk_state_specialized_kernel<Rule, E, K, BV>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::bytes),
+        "cudaFuncSetAttribute(chunk_state_specialized_kernel)");
+  kernel<<<dim3(unsigned(V / BV), unsigned(p.HV), unsigned(p.N)), S::threads, S::bytes, stream>>>(args);
+  check_launch("chunk_state_specialized_kernel");
 }
 
 /// The chunk-local pass, one block per (chunk, value head): mma.sync tiles for 16-bit inputs,
@@ -110,18 +95,23 @@ void launch_local_pass(const chunk_args<Rule, E>& args, std::size_t n_chunks, co
   }
 }
 
-/// The state pass fused with the output. 16-bit inputs: 16 value columns per warp group,
-/// state in registers. One block fits per multiprocessor, so the shape picks how wide a block
-/// is: up to 4 groups per multiprocessor take 4 groups of 2 warps (splitting each group's key
-/// columns), more take all value columns in one block of one-warp groups: as few blocks as fill
-/// the multiprocessors, each reading the chunk's Q, K, W tiles once. (Fewer sequences x heads
-/// take chunk_state_rows_kernel instead.) fp32 inputs: the shared-memory state pass with
-/// 3xTF32 products.
+/// The state pass. 16-bit inputs: with few sequences x heads (16-column groups <= 2 per
+/// multiprocessor) the warp-specialised kernel; otherwise 16 value columns per warp group,
+/// state in registers, output formed in the same warps. One block fits per multiprocessor, so
+/// the shape picks how wide a block is: up to 4 groups per multiprocessor take 4 groups of 2
+/// warps (splitting each group's key columns), more take all value columns in one block of
+/// one-warp groups: as few blocks as fill the multiprocessors, each reading the chunk's Q, K,
+/// W tiles once. fp32 inputs: the shared-memory state pass with 3xTF32 products.
 template <class Rule, class E, int K, int V>
 void launch_state_pass(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
   const index_t sms = multiprocessors();
   if constexpr (sizeof(E) == 2) {
     const index_t units = p.N * p.HV * (V / 16);  // 16-column groups
+    switch (specialized_state_columns(p, sms)) {
+      case 16: return launch_state_specialized<Rule, E, K, V, 16>(args, p, stream);
+      case 32: return launch_state_specialized<Rule, E, K, V, 32>(args, p, stream);
+      default: break;
+    }
     if (units <= 4 * sms) launch_state_mma<Rule, E, K, 4, 2>(args, p, stream);
     else launch_state_mma<Rule, E, K, V / 16, 1>(args, p, stream);
   } else {
@@ -153,13 +143,10 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
     chunks = detail::chunks(seqs);
   }
   const std::size_t n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + detail::chunk - 1) / detail::chunk));
-  const int split_bv = sizeof(E) == 2 ? detail::split_state_columns(p, detail::multiprocessors()) : 0;
-  const std::size_t state_count = split_bv ? n_chunks * std::size_t(p.K * p.HV * p.V) : 0;
   using detail::scratch;
   scratch ws(scratch::round(seqs.size() * sizeof(detail::span)) + scratch::round(chunks.size() * sizeof(detail::span)) +
                  scratch::round(tokens * p.K * sizeof(E)) + scratch::round(tokens * p.V * sizeof(E)) +
-                 scratch::round(tokens * detail::chunk * sizeof(E)) + scratch::round(tokens * sizeof(float)) +
-                 scratch::round(state_count * sizeof(E)),
+                 scratch::round(tokens * detail::chunk * sizeof(E)) + scratch::round(tokens * sizeof(float)),
              stream);
   args.seqs = detail::upload(ws, seqs, stream);
   args.chunks = detail::upload(ws, chunks, stream);
@@ -167,18 +154,10 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   args.u = view(ws.take<E>(tokens * p.V), p.B, p.T, p.HV, p.V);
   args.scores = view(ws.take<E>(tokens * detail::chunk), p.B, p.T, p.HV, index_t(detail::chunk));
   args.gate_cumsum = view(ws.take<float>(tokens), p.B, p.T, p.HV);
-  if (split_bv) args.states = view(ws.take<E>(state_count), index_t(n_chunks), p.K, p.HV, p.V);
 
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
     if (n_chunks > 0) detail::launch_local_pass<Rule, E, K, V>(args, n_chunks, p, stream);
-    if constexpr (sizeof(E) == 2) {
-      switch (split_bv) {
-        case 16: return detail::launch_split_passes<Rule, E, K, V, 16>(args, n_chunks, p, stream);
-        case 32: return detail::launch_split_passes<Rule, E, K, V, 32>(args, n_chunks, p, stream);
-        default: break;
-      }
-    }
     detail::launch_state_pass<Rule, E, K, V>(args, p, stream);
   });
 }

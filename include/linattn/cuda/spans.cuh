@@ -12,10 +12,9 @@ namespace linattn::cuda::detail {
 /// Chunk length of the CUDA chunkwise form.
 inline constexpr int chunk = 64;
 
-/// One sequence, or one chunk of a sequence: batch row, first token, length; for a sequence,
-/// also the index of its first chunk in the call's chunk table.
+/// One sequence, or one chunk of a sequence: batch row, first token, length.
 struct span {
-  int b, start, length, first_chunk;
+  int b, start, length, unused;
 };
 
 /// Sequence n of a validated problem (batch rows, or the packed segments of cu_seqlens).
@@ -26,15 +25,12 @@ inline std::vector<span> sequences(const linattn::detail::problem& p) {
   return out;
 }
 
-/// Every chunk of every sequence, in sequence order (empty sequences have none); records each
-/// sequence's first chunk in `seqs`.
-inline std::vector<span> chunks(std::vector<span>& seqs) {
+/// Every chunk of every sequence (empty sequences have none).
+inline std::vector<span> chunks(const std::vector<span>& seqs) {
   std::vector<span> out;
-  for (span& s : seqs) {
-    s.first_chunk = int(out.size());
+  for (const span& s : seqs)
     for (int t = s.start; t < s.start + s.length; t += chunk)
       out.push_back({s.b, t, s.length - (t - s.start) < chunk ? s.length - (t - s.start) : chunk, 0});
-  }
   return out;
 }
 

@@ -17,20 +17,21 @@ template <class T>
 inline constexpr int pad = 16 / int(sizeof(T));
 
 /// tile[r][c] = x(b, t0 + r, h, c0 + c) for r < n, c < Cols; rows n..Rows-1 are zero-filled.
-/// Runs on a whole block of `Threads` threads. Views with unit column stride and 16-byte
+/// Runs on `Threads` threads (the block, or the warps of one role: `tid` counts from 0 in
+/// them). Views with unit column stride and 16-byte
 /// aligned rows are copied asynchronously (cp.async; the caller commits and waits), others
 /// element by element. The caller synchronises before reading. Each thread keeps one 16-byte
 /// column piece and steps over rows by a compile-time count, so the copies unroll into a
 /// pointer increment and one copy (or zero store) each.
 template <int Rows, int Cols, int Threads, class T>
 __device__ void load_rows(T* tile, int ld, const tensor_view<const T, 4>& x, index_t b, index_t t0, int n,
-                          index_t h, index_t c0 = 0) {
+                          index_t h, index_t c0 = 0, int tid = int(threadIdx.x)) {
   constexpr int vec = 16 / int(sizeof(T));  // elements per 16-byte load
   constexpr int vecs = Cols / vec;          // 16-byte pieces per row
   static_assert(Cols % vec == 0, "tile width must be a multiple of 16 bytes");
   static_assert(Threads % vecs == 0, "the block must cover whole rows");
   constexpr int row_step = Threads / vecs, steps = (Rows + row_step - 1) / row_step;
-  const int tid = int(threadIdx.x), c = (tid % vecs) * vec, first = tid / vecs;
+  const int c = (tid % vecs) * vec, first = tid / vecs;
   const int valid = n < Rows ? n : Rows;
   const T* from = &x(b, t0, h, c0 + c) + first * x.stride(1);
   const index_t from_step = index_t(row_step) * x.stride(1);
@@ -49,27 +50,6 @@ __device__ void load_rows(T* tile, int ld, const tensor_view<const T, 4>& x, ind
     for (int r = first; r < Rows; r += row_step)
 #pragma unroll
       for (int i = 0; i < vec; ++i) tile[r * ld + c + i] = r < valid ? x(b, t0 + r, h, c0 + c + i) : from_float<T>(0.0f);
-  }
-}
-
-/// x(b, t0 + r, h, c0 + c) = tile[r][c] for r < n, c < Cols: the inverse of load_rows, with
-/// 16-byte stores where the view allows. Runs on the whole block.
-template <int Rows, int Cols, class T>
-__device__ void store_rows(const T* tile, int ld, const tensor_view<T, 4>& x, index_t b, index_t t0, int n, index_t h,
-                           index_t c0 = 0) {
-  constexpr int vec = 16 / int(sizeof(T)), vecs = Cols / vec;
-  static_assert(Cols % vec == 0, "tile width must be a multiple of 16 bytes");
-  const int valid = n < Rows ? n : Rows;
-  const bool direct = x.stride(3) == 1 && (reinterpret_cast<std::uintptr_t>(&x(b, t0, h, c0)) % 16) == 0 &&
-                      (x.stride(1) * index_t(sizeof(T))) % 16 == 0;
-  for (int i = int(threadIdx.x); i < valid * vecs; i += int(blockDim.x)) {
-    const int r = i / vecs, c = (i % vecs) * vec;
-    if (direct) {
-      *reinterpret_cast<uint4*>(&x(b, t0 + r, h, c0 + c)) = *reinterpret_cast<const uint4*>(tile + r * ld + c);
-    } else {
-#pragma unroll
-      for (int e = 0; e < vec; ++e) x(b, t0 + r, h, c0 + c + e) = tile[r * ld + c + e];
-    }
   }
 }
 

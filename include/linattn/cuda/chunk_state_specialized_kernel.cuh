@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Chunkwise form, pass 2 for 16-bit inputs when few sequences x heads leave the
+/// multiprocessors idle: the state pass with warps specialised in two roles, so that the
+/// output products leave the sequential path. One block per (sequence, value head, BV value
+/// columns) with 8 warps:
+///
+///  - state warps 0-3 carry H [K, BV] in fp32 accumulator registers, warp w owning key rows
+///    [w K/4, (w+1) K/4); per chunk, with its W, K, U tiles in shared memory,
+///      U~ = U - W H                          warp w: tokens [16 w, 16 w + 16)
+///      H <- exp(b_C) H + K^T diag(exp(b_C - b)) U~
+///    H reaches the U~ product, and U~ the update, through shared memory (rounded to T, as
+///    the fused pass rounds them): two barriers of the 4 warps per chunk;
+///  - output warps 4-7 form, one chunk behind, O = scale diag(exp b) Q H + scores U~ from
+///    their own Q and score tiles and the H and U~ the state warps hand over.
+///
+/// The hand-over is a two-slot ring (H and U~ of chunks c and c + 1) guarded by named
+/// barriers: the state warps signal `full` after writing a slot and wait for `empty` before
+/// overwriting it two chunks later; the output warps do the opposite. Neither role waits for
+/// the other inside a chunk, and nothing goes through global memory.
+#pragma once
+
+#include "async_copy.cuh"
+#include "chunk_args.cuh"
+#include "mma.cuh"
+#include "named_barrier.cuh"
+#include "rule_coefficients.cuh"
+#include "tile_io.cuh"
+
+namespace linattn::cuda::detail {
+
+template <class Rule, class T, int K, int BV>
+struct chunk_state_specialized_layout {
+  static_assert(sizeof(T) == 2, "the register-resident state pass takes 16-bit inputs");
+  static_assert(BV % 16 == 0 && K % 64 == 0, "whole 16-column steps; 16-key steps per warp");
+  static constexpr int role_threads = 128, threads = 2 * role_threads;
+  static constexpr int keys_per_warp = K / 4;
+  static constexpr int ldk = K + 8, ldv = BV + 8, lds = chunk + 8;  // 16-byte rows, off one bank
+  // the state warps' buffer of one chunk (byte offsets)
+  static constexpr int wgt = 0;                                               // T [C, ldk]  W
+  static constexpr int keys = wgt + (corrects<Rule> ? chunk * ldk * 2 : 0);   // T [C, ldk]
+  static constexpr int values = keys + chunk * ldk * 2;                       // T [C, ldv]  U or V
+  static constexpr int gates = values + chunk * ldv * 2;                      // f32 [C]
+  static constexpr int buffer = (gates + chunk * 4 + 127) / 128 * 128;
+  // the output warps' buffer of one chunk
+  static constexpr int queries = 0;                                           // T [C, ldk], then their O rows
+  static constexpr int scores = queries + chunk * ldk * 2;                    // T [C, lds]
+  static constexpr int out_gates = scores + chunk * lds * 2;                  // f32 [C]
+  static constexpr int out_buffer = (out_gates + chunk * 4 + 127) / 128 * 128;
+  // one slot of the ring
+  static constexpr int slot_state = 0;                                        // T [K, ldv]  H before the chunk
+  static constexpr int slot_fresh = slot_state + K * ldv * 2;                 // T [C, ldv]  U~
+  static constexpr int slot = slot_fresh + chunk * ldv * 2;
+
+  static constexpr int out_buffers = 2 * buffer;
+  static constexpr int ring = out_buffers + 2 * out_buffer;
+  static constexpr int written = ring + 2 * slot;                             // T [C, ldv]  diag(exp(b_C - b)) U~
+  static constexpr int bytes = written + chunk * ldv * 2;
+};
+
+/// Named barriers: 1, 2 of the state warps; 3 of the output warps; full and empty per slot.
+struct specialized_barriers {
+  static constexpr int tiles_in = 1, shared_u = 2, out_tiles_in = 3;
+  static constexpr int full(int slot) { return 4 + slot; }
+  static constexpr int empty(int slot) { return 6 + slot; }
+};
+
+/// The state warps queue one chunk's W, K, U (V) tiles and gates into `buf` (one commit group
+/// per thread).
+template <class Rule, class T, int K, int BV>
+__device__ void load_state_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, index_t b, int t0, int n,
+                                 index_t hv, index_t h, index_t v0, int tid) {
+  using L = chunk_state_specialized_layout<Rule, T, K, BV>;
+  constexpr int R = L::role_threads;
+  if constexpr (corrects<Rule>) {
+    load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::wgt), L::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv, 0, tid);
+    load_rows<chunk, BV, R>(reinterpret_cast<T*>(buf + L::values), L::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0,
+                            tid);
+  } else {
+    load_rows<chunk, BV, R>(reinterpret_cast<T*>(buf + L::values), L::ldv, args.in.v, b, t0, n, hv, v0, tid);
+  }
+  load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h, 0, tid);
+  float* gates = reinterpret_cast<float*>(buf + L::gates);
+  if (tid < chunk) copy_async_4(gates + tid, &args.gate_cumsum(b, t0 + (tid < n ? tid : n - 1), hv));
+  commit_copies();
+}
+
+/// The output warps queue one chunk's Q and score tiles and gates into `buf`.
+template <class Rule, class T, int K, int BV>
+__device__ void load_output_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, index_t b, int t0, int n,
+                                  index_t hv, index_t h, int tid) {
+  using L = chunk_state_specialized_layout<Rule, T, K, BV>;
+  constexpr int R = L::role_threads;
+  load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::queries), L::ldk, args.in.q, b, t0, n, h, 0, tid);
+  load_rows<chunk, chunk, R>(reinterpret_cast<T*>(buf + L::scores), L::lds, tensor_view<const T, 4>(args.scores), b, t0, n,
+                             hv, 0, tid);
+  float* gates = reinterpret_cast<float*>(buf + L::out_gates);
+  if (tid < chunk) copy_async_4(gates + tid, &args.gate_cumsum(b, t0 + (tid < n ? tid : n - 1), hv));
+  commit_copies();
+}
+
+template <class Rule, class T, int K, int BV>
+__global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args<Rule, T> args) {
+  using L = chunk_state_specialized_layout<Rule, T, K, BV>;
+  using bars = specialized_barriers;
+  constexpr int NT = BV / 8;  // n-tiles of the block's columns
+  constexpr int R = L::role_threads, both = L::threads;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const auto slot_state = [&](int c) { return reinterpret_cast<T*>(smem + L::ring + (c % 2) * L::slot + L::slot_state); };
+  const auto slot_fresh = [&](int c) { return reinterpret_cast<T*>(smem + L::ring + (c % 2) * L::slot + L::slot_fresh); };
+
+  const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV;
+  const index_t h = hv / args.group;
+  const span s = args.sequence(n_seq);
+  const index_t b = s.b;
+  const int end = s.start + s.length, chunks = (s.length + chunk - 1) / chunk;
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int role_warp = (int(threadIdx.x) % R) / 32, tid = int(threadIdx.x) % R;
+  const int r0 = 16 * role_warp;  // the warp's tokens of U~ or O
+  const auto col = [&](int nt, int e) { return 8 * nt + 2 * t + (e & 1); };
+  const ldm_lane al{lane % 16, (lane / 16) * 8}, bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
+
+  if (int(threadIdx.x) >= R) {
+    // ---- output warps: O of chunk c from slot c % 2 ----
+    const auto buffer = [&](int c) { return smem + L::out_buffers + (c % 2) * L::out_buffer; };
+    const auto load = [&](int c) {
+      const int from = s.start + c * chunk;
+      if (c < chunks) load_output_tiles<Rule, T, K, BV>(buffer(c), args, b, from, min(chunk, end - from), hv, h, tid);
+    };
+    load(0);
+    for (int c = 0; c < chunks; ++c) {
+      const int t0 = s.start + c * chunk, n = min(chunk, end - t0);
+      wait_copies<0>();
+      barrier_sync(bars::out_tiles_in, R);  // chunk c's tiles are in; chunk c - 1's buffer is free
+      load(c + 1);
+      T* queries = reinterpret_cast<T*>(buffer(c) + L::queries);
+      const T* scores = reinterpret_cast<const T*>(buffer(c) + L::scores);
+      const float* gates = reinterpret_cast<const float*>(buffer(c) + L::out_gates);
+      barrier_sync(bars::full(c % 2), both);  // H and U~ of chunk c are in the slot
+      const T* state = slot_state(c);
+      const T* fresh = slot_fresh(c);
+      float o[NT][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < K / 16; ++ks) {
+        std::uint32_t a[4];
+        ldmatrix_x4(a, queries + (r0 + al.row) * L::ldk + 16 * ks + al.col);
+#pragma unroll
+        for (int p = 0; p < NT / 2; ++p) {
+          std::uint32_t bh[4];
+          ldmatrix_x4<true>(bh, state + (16 * ks + kl.row) * L::ldv + 16 * p + kl.col);
+          mma_16816<T>(o[2 * p], a, bh[0], bh[1]);
+          mma_16816<T>(o[2 * p + 1], a, bh[2], bh[3]);
+        }
+      }
+      const float f[2] = {args.scale * __expf(gates[r0 + g]), args.scale * __expf(gates[r0 + g + 8])};
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[nt][e] *= f[e >> 1];
+#pragma unroll
+      for (int q = 0; q < chunk / 16; ++q) {  // scores causal: k-steps q <= the warp's row block
+        if (q > role_warp) continue;
+        std::uint32_t a[4];
+        ldmatrix_x4(a, scores + (r0 + al.row) * L::lds + 16 * q + al.col);
+#pragma unroll
+        for (int p = 0; p < NT / 2; ++p) {
+          std::uint32_t bu[4];
+          ldmatrix_x4<true>(bu, fresh + (16 * q + kl.row) * L::ldv + 16 * p + kl.col);
+          mma_16816<T>(o[2 * p], a, bu[0], bu[1]);
+          mma_16816<T>(o[2 * p + 1], a, bu[2], bu[3]);
+        }
+      }
+      if (c + 2 < chunks) barrier_arrive(bars::empty(c % 2), both);  // the slot may take chunk c + 2
+      // the warp's rows of O -> its own (no longer read) query rows -> 16-byte stores
+      T* stage = queries + r0 * L::ldk;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          store_pair(stage + (g + 8 * half) * L::ldk, col(nt, 0), o[nt][2 * half], o[nt][2 * half + 1]);
+      __syncwarp();
+      constexpr int pieces = BV / 8;  // 16-byte pieces per row
+#pragma unroll
+      for (int i = lane; i < 16 * pieces; i += 32) {
+        const int r = i / pieces, j = (i % pieces) * 8;
+        if (r0 + r >= n) continue;
+        float y[8];
+        load8(stage + r * L::ldk + j, y);
+        store8(args.out, b, t0 + r0 + r, hv, v0 + j, y);
+      }
+    }
+    return;
+  }
+
+  // ---- state warps ----
+  constexpr int MT = L::keys_per_warp / 16;  // m-tiles of the warp's key rows
+  const int k0 = role_warp * L::keys_per_warp;
+  T* written = reinterpret_cast<T*>(smem + L::written);
+  // H(k0 + 16 m + g + 8 (e >> 1), v0 + 8 nt + 2 t + (e & 1)) = hs[m][nt][e]
+  float hs[MT][NT][4];
+  const auto key = [&](int m, int e) { return k0 + 16 * m + g + 8 * (e >> 1); };
+  // H rounded to T into slot c (4-byte stores of column pairs)
+  const auto share_state = [&](int c) {
+    T* state = slot_state(c);
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          store_pair(state + key(m, 2 * half) * L::ldv, col(nt, 0), hs[m][nt][2 * half], hs[m][nt][2 * half + 1]);
+  };
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) hs[m][nt][e] = args.s0.data() ? args.s0(n_seq, hv, key(m, e), v0 + col(nt, e)) : 0.0f;
+  share_state(0);
+
+  const auto buffer = [&](int c) { return smem + (c % 2) * L::buffer; };
+  if (chunks > 0) load_state_tiles<Rule, T, K, BV>(buffer(0), args, b, s.start, min(chunk, s.length), hv, h, v0, tid);
+  for (int c = 0; c < chunks; ++c) {
+    const int t0 = s.start + c * chunk;
+    wait_copies<0>();
+    barrier_sync(bars::tiles_in, R);  // this chunk's tiles and H are in; the other buffer is free
+    if (c + 1 < chunks)
+      load_state_tiles<Rule, T, K, BV>(buffer(c + 1), args, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0, tid);
+    const unsigned char* buf = buffer(c);
+    const T* wgt = reinterpret_cast<const T*>(buf + L::wgt);
+    const T* keys = reinterpret_cast<const T*>(buf + L::keys);
+    const T* values = reinterpret_cast<const T*>(buf + L::values);
+    const float* gates = reinterpret_cast<const float*>(buf + L::gates);
+    const float last = gates[chunk - 1];
+    const T* state = slot_state(c);
+    T* fresh = slot_fresh(c);
+
+    // U~ on this warp's tokens: U - W H (corrects), or V
+    float x[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float2 u = unpack2<T>(*reinterpret_cast<const std::uint32_t*>(values + (r0 + g + 8 * half) * L::ldv + col(nt, 0)));
+        x[nt][2 * half] = u.x, x[nt][2 * half + 1] = u.y;
+      }
+    if constexpr (corrects<Rule>) {
+      float wh[NT][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < K / 16; ++ks) {
+        std::uint32_t a[4];
+        ldmatrix_x4(a, wgt + (r0 + al.row) * L::ldk + 16 * ks + al.col);
+#pragma unroll
+        for (int p = 0; p < NT / 2; ++p) {
+          std::uint32_t bh[4];
+          ldmatrix_x4<true>(bh, state + (16 * ks + kl.row) * L::ldv + 16 * p + kl.col);
+          mma_16816<T>(wh[2 * p], a, bh[0], bh[1]);
+          mma_16816<T>(wh[2 * p + 1], a, bh[2], bh[3]);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[nt][e] -= wh[nt][e];
+    }
+    // U~ for the output warps, diag(exp(b_C - b)) U~ for the update
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = r0 + g + 8 * half;
+      const float f = __expf(last - gates[r]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        store_pair(fresh + r * L::ldv, col(nt, 0), x[nt][2 * half], x[nt][2 * half + 1]);
+        store_pair(written + r * L::ldv, col(nt, 0), f * x[nt][2 * half], f * x[nt][2 * half + 1]);
+      }
+    }
+    barrier_arrive(bars::full(c % 2), both);  // slot c % 2 holds H and U~ of chunk c
+    barrier_sync(bars::shared_u, R);          // U~ is shared; every state warp is done reading H
+
+    // H <- exp(b_C) H + K^T written on this warp's key rows (K^T read transposed from the
+    // token-major key tile)
+    const float decay = __expf(last);
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) hs[m][nt][e] *= decay;
+#pragma unroll
+    for (int q = 0; q < chunk / 16; ++q) {
+      std::uint32_t ak[MT][4];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) ldmatrix_x4<true>(ak[m], keys + (16 * q + bl.row) * L::ldk + k0 + 16 * m + bl.col);
+#pragma unroll
+      for (int p = 0; p < NT / 2; ++p) {
+        std::uint32_t bu[4];
+        ldmatrix_x4<true>(bu, written + (16 * q + kl.row) * L::ldv + 16 * p + kl.col);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          mma_16816<T>(hs[m][2 * p], ak[m], bu[0], bu[1]);
+          mma_16816<T>(hs[m][2 * p + 1], ak[m], bu[2], bu[3]);
+        }
+      }
+    }
+    if (c + 1 < chunks) {
+      if (c + 1 >= 2) barrier_sync(bars::empty((c + 1) % 2), both);  // the output warps are done with chunk c - 1
+      share_state(c + 1);  // read after the next tiles_in barrier
+    }
+  }
+  if (args.s1.data())
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) args.s1(n_seq, hv, key(m, e), v0 + col(nt, e)) = hs[m][nt][e];
+}
+
+}  // namespace linattn::cuda::detail
