@@ -10,14 +10,15 @@
 ///      U~ = U - W H                          warp w: tokens [16 w, 16 w + 16)
 ///      H <- exp(b_C) H + K^T diag(exp(b_C - b)) U~
 ///    H reaches the U~ product, and U~ the update, through shared memory (rounded to T, as
-///    the fused pass rounds them): two barriers of the 4 warps per chunk;
+///    the fused pass rounds them);
 ///  - output warps 4-7 form, one chunk behind, O = scale diag(exp b) Q H + scores U~ from
 ///    their own Q and score tiles and the H and U~ the state warps hand over.
 ///
-/// The hand-over is a two-slot ring (H and U~ of chunks c and c + 1) guarded by named
-/// barriers: the state warps signal `full` after writing a slot and wait for `empty` before
-/// overwriting it two chunks later; the output warps do the opposite. Neither role waits for
-/// the other inside a chunk, and nothing goes through global memory.
+/// The hand-over is a two-slot ring (H and U~ of chunks c and c + 1) and one barrier of all
+/// 8 warps per chunk, `handover`, once the state warps have written slot c % 2: the output
+/// warps, which reach it after finishing chunk c - 1, then read slot c % 2 while the state
+/// warps carry on with chunk c + 1 and write the other slot. The state warps' chunk is the
+/// longer one, so they rarely wait there; nothing goes through global memory.
 #pragma once
 
 #include "async_copy.cuh"
@@ -58,11 +59,9 @@ struct chunk_state_specialized_layout {
   static constexpr int bytes = written + chunk * ldv * 2;
 };
 
-/// Named barriers: 1, 2 of the state warps; 3 of the output warps; full and empty per slot.
+/// Named barriers: 1 of the state warps, 2 of the output warps, 3 of all.
 struct specialized_barriers {
-  static constexpr int tiles_in = 1, shared_u = 2, out_tiles_in = 3;
-  static constexpr int full(int slot) { return 4 + slot; }
-  static constexpr int empty(int slot) { return 6 + slot; }
+  static constexpr int tiles_in = 1, out_tiles_in = 2, handover = 3;
 };
 
 /// The state warps queue one chunk's W, K, U (V) tiles and gates into `buf` (one commit group
@@ -136,7 +135,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       T* queries = reinterpret_cast<T*>(buffer(c) + L::queries);
       const T* scores = reinterpret_cast<const T*>(buffer(c) + L::scores);
       const float* gates = reinterpret_cast<const float*>(buffer(c) + L::out_gates);
-      barrier_sync(bars::full(c % 2), both);  // H and U~ of chunk c are in the slot
+      barrier_sync(bars::handover, both);  // H and U~ of chunk c are in slot c % 2
       const T* state = slot_state(c);
       const T* fresh = slot_fresh(c);
       float o[NT][4] = {};
@@ -170,7 +169,6 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
           mma_16816<T>(o[2 * p + 1], a, bu[2], bu[3]);
         }
       }
-      if (c + 2 < chunks) barrier_arrive(bars::empty(c % 2), both);  // the slot may take chunk c + 2
       // the warp's rows of O -> its own (no longer read) query rows -> 16-byte stores
       T* stage = queries + r0 * L::ldk;
 #pragma unroll
@@ -274,8 +272,9 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         store_pair(written + r * L::ldv, col(nt, 0), f * x[nt][2 * half], f * x[nt][2 * half + 1]);
       }
     }
-    barrier_arrive(bars::full(c % 2), both);  // slot c % 2 holds H and U~ of chunk c
-    barrier_sync(bars::shared_u, R);          // U~ is shared; every state warp is done reading H
+    // slot c % 2 holds H and U~ of chunk c, `written` is complete, every state warp is done
+    // reading H, and the output warps are done with chunk c - 1 (slot (c + 1) % 2)
+    barrier_sync(bars::handover, both);
 
     // H <- exp(b_C) H + K^T written on this warp's key rows (K^T read transposed from the
     // token-major key tile)
@@ -302,10 +301,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         }
       }
     }
-    if (c + 1 < chunks) {
-      if (c + 1 >= 2) barrier_sync(bars::empty((c + 1) % 2), both);  // the output warps are done with chunk c - 1
-      share_state(c + 1);  // read after the next tiles_in barrier
-    }
+    if (c + 1 < chunks) share_state(c + 1);  // read after the next tiles_in barrier
   }
   if (args.s1.data())
 #pragma unroll
