@@ -23,6 +23,7 @@
 #include "eigen_types.hpp"
 #include "token_io.hpp"
 #include "ttt_layer_norm.hpp"
+#include "ttt_mini_batch.hpp"
 #include "ttt_state.hpp"
 
 namespace linattn::cpu {
@@ -55,6 +56,9 @@ class ttt_dual {
       : mb_(in.mini_batch), Q_(capacity, D), K_(capacity, D), Y_(capacity, D), c_(capacity), tau_(mb_),
         X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_), s1_(mb_), s2_(mb_) {
     for (index_t i = 0; i < mb_; ++i) tau_(i) = Rule::template tau<T, A>(in, i + 1);
+    const whole_kernel k = pick_whole(D, mb_);
+    whole_ = k.run;
+    ws_.resize(k.workspace);
   }
 
   /// Requests into L2 what run() with these arguments will read and write: the q, k, v and
@@ -132,6 +136,12 @@ class ttt_dual {
   void segment(ttt_state<A>& st, index_t r0, index_t m) {
     const A eps = static_cast<A>(Rule::ln_eps);
     const index_t p0 = st.pos;
+    if (whole_ != nullptr && p0 == 0 && m == mb_) {  // a whole mini-batch: the fixed-size kernel
+      whole_({.q = &Q_(r0, 0), .k = &K_(r0, 0), .y = &Y_(r0, 0), .c = &c_(r0), .tau = tau_.data(),
+              .gam = st.gam.data(), .bet = st.bet.data(), .eps = eps, .w = st.W.data(), .b = st.b.data(),
+              .o = O_.data(), .ws = ws_.data()});
+      return;
+    }
     const auto Q = Q_.middleRows(r0, m);  // [m, D]
     const auto K = K_.middleRows(r0, m);  // [m, D]
     const auto tau = tau_.segment(p0, m);  // [m]
@@ -181,6 +191,26 @@ class ttt_dual {
     if (st.pos == mb_) st.finish_mini_batch(tau_b);
   }
 
+  using whole_fn = void (*)(const ttt_mini_batch_args<A>&);
+
+  struct whole_kernel {
+    whole_fn run = nullptr;
+    index_t workspace = 0;
+  };
+  template <int D, int MB>
+  static whole_kernel whole_kernel_for() {
+    using kernel = ttt_mini_batch<A, D, MB>;
+    if constexpr (kernel::supported) return {&kernel::run, kernel::workspace};
+    else return {};
+  }
+  /// The fixed-size kernel for head dim D and mini-batch size mb, where one is built (the
+  /// official b = 16 with the usual head sizes); other sizes run segment()'s block products.
+  static whole_kernel pick_whole(index_t D, index_t mb) {
+    if (mb == 16 && D == 64) return whole_kernel_for<64, 16>();
+    if (mb == 16 && D == 128) return whole_kernel_for<128, 16>();
+    return {};
+  }
+
   index_t mb_;              // mini-batch size b
   mat<A> Q_, K_, Y_;        // [cap, D] scaled queries, keys, targets v - k
   col_vec<A> c_;            // [cap]    steps
@@ -189,6 +219,8 @@ class ttt_dual {
   mat<A> G_, R_, O_;        // [b, D]   scaled gradients, carried reads, outputs
   mat<A> P_;                // [b, b]   masked scores
   col_vec<A> rstd_, s1_, s2_;  // [b]   1 / sd per row, LayerNorm-backward row sums
+  whole_fn whole_ = nullptr;   // fixed-size kernel for whole mini-batches (null: none for D, b)
+  col_vec<A> ws_;              // its workspace
 };
 
 }  // namespace linattn::cpu
