@@ -24,6 +24,14 @@
 
 namespace linattn::cpu {
 
+/// Inlines every call in the function's body (the unroll() lambdas below): a register tile
+/// whose accumulators spill because one lambda was left out of line runs ~3x slower.
+#if defined(__GNUC__) || defined(__clang__)
+#define LINATTN_FLATTEN __attribute__((flatten))
+#else
+#define LINATTN_FLATTEN
+#endif
+
 /// Calls f(std::integral_constant<int, 0>) ... f(std::integral_constant<int, N - 1>) in
 /// order: loops over register tiles unrolled at compile time.
 template <int N, class F>
@@ -53,20 +61,31 @@ struct small_gemm {
   static constexpr int R = std::min(M, std::min(8, (many_regs ? 24 : 8) / NC));
   static_assert(NP % NC == 0, "small_gemm: the row length must be whole register tiles");
 
+  /// rows_done(i0, n) runs as soon as rows [i0, i0 + n) of C are final (an epilogue that
+  /// finds them in L1 and overlaps the next register tiles' arithmetic).
+  template <bool Accumulate, class RowsDone>
+  static void run(S alpha, const S* a, index_t a_row, index_t a_col, const S* b, index_t ldb, S* c, index_t ldc,
+                  RowsDone&& rows_done) {
+    int i = 0;
+    for (; i + R <= M; i += R) {
+      for (int j = 0; j < NP; j += NC) tile<R, Accumulate>(alpha, a, a_row, a_col, b, ldb, c, ldc, i, j * W);
+      rows_done(i, R);
+    }
+    if constexpr (M % R != 0) {
+      for (int j = 0; j < NP; j += NC) tile<M % R, Accumulate>(alpha, a, a_row, a_col, b, ldb, c, ldc, i, j * W);
+      rows_done(i, M % R);
+    }
+  }
   template <bool Accumulate>
   static void run(S alpha, const S* a, index_t a_row, index_t a_col, const S* b, index_t ldb, S* c, index_t ldc) {
-    for (int j = 0; j < NP; j += NC) {
-      int i = 0;
-      for (; i + R <= M; i += R) tile<R, Accumulate>(alpha, a, a_row, a_col, b, ldb, c, ldc, i, j * W);
-      if constexpr (M % R != 0) tile<M % R, Accumulate>(alpha, a, a_row, a_col, b, ldb, c, ldc, i, j * W);
-    }
+    run<Accumulate>(alpha, a, a_row, a_col, b, ldb, c, ldc, [](int, int) {});
   }
 
  private:
   /// Rows [i0, i0 + RT) and columns [j0, j0 + NC W) of C.
   template <int RT, bool Accumulate>
-  static EIGEN_ALWAYS_INLINE void tile(S alpha, const S* a, index_t a_row, index_t a_col, const S* b, index_t ldb,
-                                       S* c, index_t ldc, int i0, int j0) {
+  LINATTN_FLATTEN static void tile(S alpha, const S* a, index_t a_row, index_t a_col, const S* b, index_t ldb,
+                   S* c, index_t ldc, int i0, int j0) {
     using namespace Eigen::internal;
     P acc[RT][NC];
     unroll<RT>([&](auto r) { unroll<NC>([&](auto q) { acc[r][q] = pset1<P>(S(0)); }); });

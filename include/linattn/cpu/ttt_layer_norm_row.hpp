@@ -28,7 +28,7 @@ struct ttt_layer_norm_row {
 
   /// g <- the step-scaled gradient of 1/2 ||LN(z + bias) - y||^2 with respect to z;
   /// gsum += g.   z, bias, y, gam, bet, g, gsum: [D]
-  static void grad(const S* z, const S* bias, const S* y, const S* gam, const S* bet, S c, S eps, S* g, S* gsum) {
+  LINATTN_FLATTEN static void grad(const S* z, const S* bias, const S* y, const S* gam, const S* bet, S c, S eps, S* g, S* gsum) {
     using namespace Eigen::internal;
     P xh[NP];
     const S rs = normalise(z, bias, eps, xh);
@@ -48,7 +48,7 @@ struct ttt_layer_norm_row {
   }
 
   /// o <- x + LN(z + bias).   z, bias, x, gam, bet, o: [D]
-  static void output(const S* z, const S* bias, const S* x, const S* gam, const S* bet, S eps, S* o) {
+  LINATTN_FLATTEN static void output(const S* z, const S* bias, const S* x, const S* gam, const S* bet, S eps, S* o) {
     using namespace Eigen::internal;
     P xh[NP];
     normalise(z, bias, eps, xh);

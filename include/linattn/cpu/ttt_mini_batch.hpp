@@ -58,12 +58,12 @@ struct ttt_mini_batch {
     S* p = kt + D * MB;        // [MB, MB] masked scores
     S* gs = p + MB * MB;       // [D] column sums of G
     using row_prod = small_gemm<S, MB, D, D>;
-    row_prod::template run<false>(S(1), x.k, D, 1, x.w, D, zk, D);
-    row_prod::template run<false>(S(1), x.q, D, 1, x.w, D, zq, D);
-
+    using ln = ttt_layer_norm_row<S, D>;
     std::fill(gs, gs + D, S(0));
-    for (int r = 0; r < MB; ++r)
-      ttt_layer_norm_row<S, D>::grad(zk + r * D, x.b, x.y + r * D, x.gam, x.bet, x.c[r], x.eps, g + r * D, gs);
+    row_prod::template run<false>(S(1), x.k, D, 1, x.w, D, zk, D, [&](int i0, int n) {  // LN backward per row tile
+      for (int r = i0; r < i0 + n; ++r) ln::grad(zk + r * D, x.b, x.y + r * D, x.gam, x.bet, x.c[r], x.eps, g + r * D, gs);
+    });
+    row_prod::template run<false>(S(1), x.q, D, 1, x.w, D, zq, D);
 
     transpose(x.k, kt);
     small_gemm<S, MB, MB, D>::template run<false>(S(1), x.q, D, 1, kt, MB, p, MB);
@@ -71,9 +71,9 @@ struct ttt_mini_batch {
       for (int j = 0; j <= r; ++j) p[r * MB + j] = x.tau[r] * (p[r * MB + j] + S(1));
       for (int j = r + 1; j < MB; ++j) p[r * MB + j] = S(0);
     }
-    small_gemm<S, MB, D, MB, true>::template run<true>(S(-1), p, MB, 1, g, D, zq, D);
-    for (int r = 0; r < MB; ++r)
-      ttt_layer_norm_row<S, D>::output(zq + r * D, x.b, x.q + r * D, x.gam, x.bet, x.eps, x.o + r * D);
+    small_gemm<S, MB, D, MB, true>::template run<true>(S(-1), p, MB, 1, g, D, zq, D, [&](int i0, int n) {
+      for (int r = i0; r < i0 + n; ++r) ln::output(zq + r * D, x.b, x.q + r * D, x.gam, x.bet, x.eps, x.o + r * D);
+    });
 
     const S tau_b = x.tau[MB - 1];
     small_gemm<S, D, D, MB>::template run<true>(-tau_b, kt, MB, 1, g, D, x.w, D);
