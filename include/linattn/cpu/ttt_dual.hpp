@@ -43,6 +43,7 @@ class ttt_dual {
     const whole_kernel k = pick_whole(D, mb_);
     whole_ = k.run;
     ws_.resize(k.workspace);
+    if (k.prepare != nullptr) k.prepare(ws_.data(), tau_.data());
   }
 
   /// Tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq), from state st: the
@@ -137,11 +138,12 @@ class ttt_dual {
   struct whole_kernel {
     whole_fn run = nullptr;
     index_t workspace = 0;
+    void (*prepare)(A*, const A*) = nullptr;
   };
   template <int D, int MB>
   static whole_kernel whole_kernel_for() {
     using kernel = ttt_mini_batch<A, D, MB>;
-    if constexpr (kernel::supported) return {&kernel::run, kernel::workspace};
+    if constexpr (kernel::supported) return {&kernel::run, kernel::workspace, &kernel::prepare};
     else return {};
   }
   /// The fixed-size kernel for head dim D and mini-batch size mb, where one is built (the

@@ -8,7 +8,7 @@
 ///
 ///   Zk = K W_0,  Zq = Q W_0                                         [MB, D]
 ///   G  = diag(c) LNbwd(Zk + 1 b_0, Y)           (gs = 1^T G)         [MB, D]
-///   P  = diag(tau) tril(Q K^T + 1 1^T)                               [MB, MB]
+///   P  = diag(tau) tril(Q K^T + 1 1^T)   (the mask ⊙ as an epilogue)  [MB, MB]
 ///   O  = Q + LN(Zq - P G + 1 b_0)                                    [MB, D]
 ///   W_0 -= tau_MB K^T G,  b_0 -= tau_MB gs
 ///
@@ -40,7 +40,7 @@ struct ttt_mini_batch_args {
   S* w;          // [D, D]  W_0, updated to the next mini-batch's
   S* b;          // [D]     b_0, likewise
   S* o;          // [MB, D] outputs
-  S* ws;         // workspace of ttt_mini_batch<S, D, MB>::workspace elements
+  S* ws;         // workspace of ttt_mini_batch<S, D, MB>::workspace elements, prepare()d
 };
 
 template <class S, int D, int MB>
@@ -48,7 +48,15 @@ struct ttt_mini_batch {
   static constexpr int W = packet_of<S>::size;
   /// Whether this instance can be built for the target (whole packets per row).
   static constexpr bool supported = D % W == 0 && MB % W == 0;
-  static constexpr index_t workspace = 3 * MB * D + D * MB + MB * MB + D;
+  static constexpr index_t workspace = 3 * MB * D + D * MB + 2 * MB * MB + D;
+
+  /// Fills the workspace's constant part (the causal mask scaled by tau_1..tau_MB), once
+  /// before the first run() with it.
+  static void prepare(S* ws, const S* tau) {
+    S* mask = ws + 3 * MB * D + D * MB + MB * MB + D;
+    for (int r = 0; r < MB; ++r)
+      for (int j = 0; j < MB; ++j) mask[r * MB + j] = j <= r ? tau[r] : S(0);
+  }
 
   static void run(const ttt_mini_batch_args<S>& x) {
     S* zk = x.ws;              // [MB, D] K W_0
@@ -57,6 +65,7 @@ struct ttt_mini_batch {
     S* kt = g + MB * D;        // [D, MB] K^T
     S* p = kt + D * MB;        // [MB, MB] masked scores
     S* gs = p + MB * MB;       // [D] column sums of G
+    const S* mask = gs + D;    // [MB, MB] diag(tau) tril(1 1^T), from prepare()
     using row_prod = small_gemm<S, MB, D, D>;
     using ln = ttt_layer_norm_row<S, D>;
     std::fill(gs, gs + D, S(0));
@@ -66,11 +75,14 @@ struct ttt_mini_batch {
     row_prod::template run<false>(S(1), x.q, D, 1, x.w, D, zq, D);
 
     transpose(x.k, kt);
-    small_gemm<S, MB, MB, D>::template run<false>(S(1), x.q, D, 1, kt, MB, p, MB);
-    for (int r = 0; r < MB; ++r) {
-      for (int j = 0; j <= r; ++j) p[r * MB + j] = x.tau[r] * (p[r * MB + j] + S(1));
-      for (int j = r + 1; j < MB; ++j) p[r * MB + j] = S(0);
-    }
+    small_gemm<S, MB, MB, D>::template run<false>(S(1), x.q, D, 1, kt, MB, p, MB, [&](int i0, int n) {
+      using namespace Eigen::internal;  // P <- M ⊙ (Q K^T + 1 1^T), M = diag(tau) tril(1 1^T)
+      using P = typename packet_of<S>::type;
+      const P one = pset1<P>(S(1));
+      for (int r = i0; r < i0 + n; ++r)
+        for (int j = 0; j < MB; j += W)
+          pstoreu(p + r * MB + j, pmul(ploadu<P>(mask + r * MB + j), padd(ploadu<P>(p + r * MB + j), one)));
+    });
     small_gemm<S, MB, D, MB, true>::template run<true>(S(-1), p, MB, 1, g, D, zq, D, [&](int i0, int n) {
       for (int r = i0; r < i0 + n; ++r) ln::output(zq + r * D, x.b, x.q + r * D, x.gam, x.bet, x.eps, x.o + r * D);
     });
