@@ -77,12 +77,18 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
     ttt_dual<Rule, T, A> dual;
     std::vector<ttt_state<A>> states;
     std::vector<ttt_tile<A>> tiles;
+    struct rows_at {
+      const T *q, *k, *v;
+      T* o;
+    };
+    std::vector<rows_at> at;  // per task: its rows of the current tile's first token
   };
   for_each_group(
       p, group,
       [&] {
         return worker{ttt_dual<Rule, T, A>(in, tile, p.K), std::vector<ttt_state<A>>(group, ttt_state<A>(p.K)),
-                      std::vector<ttt_tile<A>>(group, ttt_tile<A>(tile, p.K))};
+                      std::vector<ttt_tile<A>>(group, ttt_tile<A>(tile, p.K)),
+                      std::vector<typename worker::rows_at>(group)};
       },
       [&](worker& w, index_t first, index_t count) {
         const auto seq = [&](index_t i) { return (first + i) / p.HV; };
@@ -95,16 +101,25 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
         const auto rows = [&](index_t t, index_t i) {  // task i's rows in the tile at t
           return std::clamp<index_t>(p.length(seq(i)) - t, 0, tile);
         };
+        // Row pointers of each task's first token in the tile; rows follow at the token strides.
+        const index_t tq = in.q.stride(1), tk = in.k.stride(1), tv = in.v.stride(1), to = out.stride(1);
         for (index_t t = 0; t < longest; t += tile) {
+          for (index_t i = 0; i < count; ++i)
+            if (rows(t, i) > 0) {
+              const index_t b = p.batch(seq(i)), t0 = p.start(seq(i)) + t, hq = p.qk_head(hv(i));
+              w.at[i] = {&in.q(b, t0, hq, 0), &in.k(b, t0, hq, 0), &in.v(b, t0, hv(i), 0), &out(b, t0, hv(i), 0)};
+            }
           for (index_t r = 0; r < tile; ++r)
             for (index_t i = 0; i < count; ++i)
               if (r < rows(t, i))
-                w.tiles[i].template load_row<Rule, T>(in, r, p.batch(seq(i)), p.start(seq(i)) + t + r,
-                                                      p.qk_head(hv(i)), hv(i), scale);
+                w.tiles[i].load_row(r, w.at[i].q + r * tq, w.at[i].k + r * tk, w.at[i].v + r * tv, in.q.stride(3),
+                                    in.k.stride(3), in.v.stride(3),
+                                    Rule::template step<T, A>(in, p.batch(seq(i)), p.start(seq(i)) + t + r, hv(i)),
+                                    scale);
           for (index_t i = 0; i < count; ++i) w.dual.compute(w.states[i], w.tiles[i], rows(t, i));
           for (index_t r = 0; r < tile; ++r)
             for (index_t i = 0; i < count; ++i)
-              if (r < rows(t, i)) w.tiles[i].store_row(out, r, p.batch(seq(i)), p.start(seq(i)) + t + r, hv(i));
+              if (r < rows(t, i)) w.tiles[i].store_row(r, w.at[i].o + r * to, out.stride(3));
         }
         for (index_t i = 0; i < count; ++i) {
           auto& st = w.states[i];

@@ -26,42 +26,49 @@ struct ttt_tile {
   template <class Rule, class T>
   void load_row(const typename Rule::template inputs<T>& in, index_t r, index_t b, index_t t, index_t hq, index_t hv,
                 A scale) {
-    c(r) = Rule::template step<T, A>(in, b, t, hv);
+    load_row(r, &in.q(b, t, hq, 0), &in.k(b, t, hq, 0), &in.v(b, t, hv, 0), in.q.stride(3), in.k.stride(3),
+             in.v.stride(3), Rule::template step<T, A>(in, b, t, hv), scale);
+  }
+
+  /// Row r <- the rows at q, k, v (element strides dq, dk, dv), step c_r. (Drivers that walk
+  /// a tile pass row pointers: the views' four-term index products cost more than the copy.)
+  template <class T>
+  void load_row(index_t r, const T* q, const T* k, const T* v, index_t dq, index_t dk, index_t dv, A c_r, A scale) {
+    c(r) = c_r;
+    A *Qr = &Q(r, 0), *Kr = &K(r, 0), *Yr = &Y(r, 0);
+    const index_t D = Q.cols();
+    index_t d = 0;
     if constexpr (std::is_same_v<T, A>) {
-      if (in.q.stride(3) == 1 && in.k.stride(3) == 1 && in.v.stride(3) == 1) {  // one pass over the three rows
+      if (dq == 1 && dk == 1 && dv == 1) {  // one vectorised pass over the three rows
         using namespace Eigen::internal;
         using P = typename packet_of<A>::type;
         constexpr index_t W = packet_of<A>::size;
-        const A *q = &in.q(b, t, hq, 0), *k = &in.k(b, t, hq, 0), *v = &in.v(b, t, hv, 0);
-        A *Qr = &Q(r, 0), *Kr = &K(r, 0), *Yr = &Y(r, 0);
         const P s = pset1<P>(scale);
-        const index_t D = Q.cols();
-        index_t d = 0;
         for (; d + W <= D; d += W) {
           const P kd = ploadu<P>(k + d);
           pstoreu(Qr + d, pmul(s, ploadu<P>(q + d)));
           pstoreu(Kr + d, kd);
           pstoreu(Yr + d, psub(ploadu<P>(v + d), kd));
         }
-        for (; d < D; ++d) {
-          Qr[d] = scale * q[d];
-          Kr[d] = k[d];
-          Yr[d] = v[d] - k[d];
-        }
-        return;
       }
     }
-    copy_in(in.q, b, t, hq, Q, r, scale);
-    copy_in(in.k, b, t, hq, K, r, A(1));
-    copy_in(in.v, b, t, hv, Y, r, A(1));
-    Y.row(r) -= K.row(r);  // target v - k
+    for (; d < D; ++d) {
+      Qr[d] = scale * static_cast<A>(q[d * dq]);
+      Kr[d] = static_cast<A>(k[d * dk]);
+      Yr[d] = static_cast<A>(v[d * dv]) - Kr[d];  // target v - k
+    }
   }
 
   /// out(b, t, hv, :) <- row r of O.
   template <class T>
   void store_row(const tensor_view<T, 4>& out, index_t r, index_t b, index_t t, index_t hv) const {
-    const index_t D = O.cols(), sd = out.stride(3);
-    T* dst = &out(b, t, hv, 0);
+    store_row(r, &out(b, t, hv, 0), out.stride(3));
+  }
+
+  /// The row at dst (element stride sd) <- row r of O.
+  template <class T>
+  void store_row(index_t r, T* dst, index_t sd) const {
+    const index_t D = O.cols();
     if (sd == 1)
       Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(dst, D) = O.row(r).template cast<T>();
     else
@@ -93,17 +100,6 @@ struct ttt_tile {
       else __builtin_prefetch(p + o, 0, 3);
 #endif
     }
-  }
-
-  template <class T>
-  static void copy_in(const tensor_view<const T, 4>& x, index_t b, index_t t, index_t head, mat<A>& dst, index_t r,
-                      A factor) {
-    const index_t D = x.extent(3), sd = x.stride(3);
-    const T* src = &x(b, t, head, 0);
-    if (sd == 1)
-      dst.row(r) = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(src, D).template cast<A>() * factor;
-    else
-      for (index_t d = 0; d < D; ++d) dst(r, d) = factor * static_cast<A>(src[d * sd]);
   }
 };
 
