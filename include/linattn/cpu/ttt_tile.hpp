@@ -69,10 +69,16 @@ struct ttt_tile {
   template <class T>
   void store_row(index_t r, T* dst, index_t sd) const {
     const index_t D = O.cols();
-    if (sd == 1)
-      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(dst, D) = O.row(r).template cast<T>();
-    else
-      for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(O(r, d));
+    const A* src = &O(r, 0);
+    index_t d = 0;
+    if constexpr (std::is_same_v<T, A>) {
+      if (sd == 1) {
+        using P = typename packet_of<A>::type;
+        for (; d + packet_of<A>::size <= D; d += packet_of<A>::size)
+          Eigen::internal::pstoreu(dst + d, Eigen::internal::ploadu<P>(src + d));
+      }
+    }
+    for (; d < D; ++d) dst[d * sd] = static_cast<T>(src[d]);
   }
 
   /// Requests the q, k, v rows of token t into the cache (contiguous rows only).
