@@ -22,10 +22,10 @@
 
 #include "../core/tensor_view.hpp"
 #include "eigen_types.hpp"
+#include "token_io.hpp"
 #include "ttt_layer_norm.hpp"
 #include "ttt_mini_batch.hpp"
 #include "ttt_state.hpp"
-#include "token_io.hpp"
 #include "ttt_tile.hpp"
 
 namespace linattn::cpu {

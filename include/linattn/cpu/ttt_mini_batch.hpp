@@ -4,7 +4,8 @@
 /// the mini-batch size MB fixed at compile time (the production D = 64, b = 16), started at
 /// a mini-batch boundary (no carried gradient sums). The same equations as ttt_dual.hpp's
 /// segment() with p0 = 0, m = MB, as a few register-blocked products (small_gemm.hpp) on
-/// L1-resident blocks and the LayerNorm row by row in registers (ttt_layer_norm_row.hpp):
+/// L1-resident blocks; the LayerNorm runs row by row in registers (ttt_layer_norm_row.hpp)
+/// as the epilogue of each register tile of the products it follows:
 ///
 ///   Zk = K W_0,  Zq = Q W_0                                         [MB, D]
 ///   G  = diag(c) LNbwd(Zk + 1 b_0, Y)           (gs = 1^T G)         [MB, D]
@@ -48,12 +49,13 @@ struct ttt_mini_batch {
   static constexpr int W = packet_of<S>::size;
   /// Whether this instance can be built for the target (whole packets per row).
   static constexpr bool supported = D % W == 0 && MB % W == 0;
-  static constexpr index_t workspace = 3 * MB * D + D * MB + 2 * MB * MB + D;
+  static constexpr index_t mask_offset = 3 * MB * D + D * MB + MB * MB + D;  // see run()
+  static constexpr index_t workspace = mask_offset + MB * MB;
 
   /// Fills the workspace's constant part (the causal mask scaled by tau_1..tau_MB), once
   /// before the first run() with it.
   static void prepare(S* ws, const S* tau) {
-    S* mask = ws + 3 * MB * D + D * MB + MB * MB + D;
+    S* mask = ws + mask_offset;
     for (int r = 0; r < MB; ++r)
       for (int j = 0; j < MB; ++j) mask[r * MB + j] = j <= r ? tau[r] : S(0);
   }
@@ -65,7 +67,7 @@ struct ttt_mini_batch {
     S* kt = g + MB * D;        // [D, MB] K^T
     S* p = kt + D * MB;        // [MB, MB] masked scores
     S* gs = p + MB * MB;       // [D] column sums of G
-    const S* mask = gs + D;    // [MB, MB] diag(tau) tril(1 1^T), from prepare()
+    const S* mask = gs + D;    // [MB, MB] diag(tau) tril(1 1^T), from prepare() (mask_offset)
     using row_prod = small_gemm<S, MB, D, D>;
     using ln = ttt_layer_norm_row<S, D>;
     std::fill(gs, gs + D, S(0));
