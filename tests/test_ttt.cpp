@@ -131,6 +131,32 @@ TEMPLATE_TEST_CASE("X2: production head size D = 64 with b = 16 and tiles of 64"
   }
 }
 
+TEMPLATE_TEST_CASE("X2: the fixed-size whole-mini-batch kernels (D = 64, 128 with b = 16) next to the general path",
+                   "[ttt][X2]", float, double) {
+  // D = 64 and 128 with b = 16 run whole mini-batches through ttt_mini_batch.hpp; a cache
+  // carried in off a boundary and a partial last mini-batch take the general block products
+  // in the same call. Learned tau, non-unit LayerNorm parameters, strided layouts.
+  std::mt19937_64 rng(414);
+  for (int D : {64, 128}) {
+    CAPTURE(D);
+    auto p = make_problem(rng, {.B = 1, .T = 71, .H = 1, .HV = 2, .D = D, .mb = 16});
+    p.tau = random_tau(rng, p.mb);
+    const auto want = ttt_ref::run(p);
+    for (layout lay : {layout::contiguous, layout::strided}) {
+      CAPTURE(lay == layout::strided);
+      check_against<TestType>(run<TestType>(form::chunkwise, p, {.chunk = 32, .lay = lay}), want, false);
+      check_against<TestType>(run<TestType>(form::parallel, p, {.lay = lay}), want, false);
+    }
+    const int h = 21;  // off a boundary: the second call starts 5 tokens into a mini-batch
+    const config with_cache{.chunk = 16, .want_cache = true};
+    const auto first = run<TestType>(form::chunkwise, slice_time(p, 0, h, p.w0, p.b0, {}), with_cache);
+    const auto second = run<TestType>(form::chunkwise, slice_time(p, h, p.T, first.w, first.bias, first.cache), with_cache);
+    CHECK(rel_err(second.o, rows(want.o, p, h, p.T)) < tolerance<TestType>());
+    CHECK(rel_err(second.w, want.w_start) < tolerance<TestType>());
+    CHECK(rel_err(second.cache, want.cache) < tolerance<TestType>());
+  }
+}
+
 TEMPLATE_TEST_CASE("X3: b = 1 is the sequential online gradient-descent loop", "[ttt][X3]", float, double) {
   std::mt19937_64 rng(403);
   auto p = make_problem(rng, {.B = 2, .T = 29, .H = 1, .HV = 2, .D = 6, .mb = 1});

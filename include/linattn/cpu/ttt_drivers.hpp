@@ -59,11 +59,13 @@ class ttt_tiles {
 /// The dual form over tiles of `tile` tokens, for groups of consecutive (sequence, value head)
 /// tasks: every task of a group runs its tile i before any runs its tile i + 1. The rows of
 /// one head are D values every H * D, so one head on its own streams q, k, v and out with a
-/// large stride (TLB- and latency-bound: about a third of the dual form's time at
-/// T = 4096, H = 8, D = 64); the heads of one sequence at one tile together read whole
-/// [tile, H, D] blocks. Each task keeps its own state; the tile workspaces are shared. One
-/// group per worker (a group never spans more heads than a sequence has), so with several
-/// threads the heads still spread over the workers. The results are those of run_ttt.
+/// large stride (TLB- and latency-bound); instead the group's tiles are filled and drained
+/// token by token, all heads of a token together, in memory order ([tile, H, D] blocks that
+/// the hardware prefetcher streams; software prefetches of the next tile, in one burst or
+/// spread over the compute, measured slower than none). Each task keeps its own state and
+/// tile rows; the kernel's workspaces are shared. One group per worker (a group never spans more heads than a sequence has), so
+/// with several threads the heads still spread over the workers. The results are those of
+/// run_ttt.
 template <class Rule, class T, class A, class WIn, class WOut>
 void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, const WIn& w_in,
                          const WOut& w_out, const detail::problem& p, index_t tile) {
@@ -71,39 +73,57 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
   const index_t slots = std::max<index_t>(1, std::min<index_t>(p.threads, tasks));
   const index_t group = std::max<index_t>(1, std::min<index_t>(p.HV, tasks / slots));
   const A scale = static_cast<A>(p.scale);
+  struct worker {
+    ttt_dual<Rule, T, A> dual;
+    std::vector<ttt_state<A>> states;
+    std::vector<ttt_tile<A>> tiles;
+    struct rows_at {
+      const T *q, *k, *v;
+      T* o;
+    };
+    std::vector<rows_at> at;  // per task: its rows of the current tile's first token
+  };
   for_each_group(
       p, group,
       [&] {
-        return std::pair(ttt_dual<Rule, T, A>(in, tile, p.K), std::vector<ttt_state<A>>(group, ttt_state<A>(p.K)));
+        return worker{ttt_dual<Rule, T, A>(in, tile, p.K), std::vector<ttt_state<A>>(group, ttt_state<A>(p.K)),
+                      std::vector<ttt_tile<A>>(group, ttt_tile<A>(tile, p.K)),
+                      std::vector<typename worker::rows_at>(group)};
       },
-      [&](auto& w, index_t first, index_t count) {
-        auto& [dual, states] = w;
+      [&](worker& w, index_t first, index_t count) {
+        const auto seq = [&](index_t i) { return (first + i) / p.HV; };
+        const auto hv = [&](index_t i) { return (first + i) % p.HV; };
         index_t longest = 0;
         for (index_t i = 0; i < count; ++i) {
-          const index_t seq = (first + i) / p.HV, hv = (first + i) % p.HV;
-          states[i].load(in, w_in, seq, hv);
-          longest = std::max(longest, p.length(seq));
+          w.states[i].load(in, w_in, seq(i), hv(i));
+          longest = std::max(longest, p.length(seq(i)));
         }
-        const auto prefetch = [&](index_t t, index_t i) {  // task i's tile at t, if any
-          const index_t seq = (first + i) / p.HV, hv = (first + i) % p.HV, n = p.length(seq);
-          if (t < n) ttt_dual<Rule, T, A>::prefetch(in, out, p.batch(seq), p.start(seq) + t, std::min(tile, n - t),
-                                                    p.qk_head(hv), hv);
+        const auto rows = [&](index_t t, index_t i) {  // task i's rows in the tile at t
+          return std::clamp<index_t>(p.length(seq(i)) - t, 0, tile);
         };
-        for (index_t t = 0; t < longest; t += tile)
-          for (index_t i = 0; i < count; ++i) {
-            const index_t seq = (first + i) / p.HV, hv = (first + i) % p.HV, n = p.length(seq);
-            if (i + 1 < count)  // the next tile to run
-              prefetch(t, i + 1);
-            else
-              prefetch(t + tile, 0);
-            if (t < n)
-              dual.run(in, out, states[i], p.batch(seq), p.start(seq) + t, std::min(tile, n - t), p.qk_head(hv), hv,
-                       scale);
-          }
+        // Row pointers of each task's first token in the tile; rows follow at the token strides.
+        const index_t tq = in.q.stride(1), tk = in.k.stride(1), tv = in.v.stride(1), to = out.stride(1);
+        for (index_t t = 0; t < longest; t += tile) {
+          for (index_t i = 0; i < count; ++i)
+            if (rows(t, i) > 0) {
+              const index_t b = p.batch(seq(i)), t0 = p.start(seq(i)) + t, hq = p.qk_head(hv(i));
+              w.at[i] = {&in.q(b, t0, hq, 0), &in.k(b, t0, hq, 0), &in.v(b, t0, hv(i), 0), &out(b, t0, hv(i), 0)};
+            }
+          for (index_t r = 0; r < tile; ++r)
+            for (index_t i = 0; i < count; ++i)
+              if (r < rows(t, i))
+                w.tiles[i].load_row(r, w.at[i].q + r * tq, w.at[i].k + r * tk, w.at[i].v + r * tv, in.q.stride(3),
+                                    in.k.stride(3), in.v.stride(3),
+                                    Rule::template step<T, A>(in, p.batch(seq(i)), p.start(seq(i)) + t + r, hv(i)),
+                                    scale);
+          for (index_t i = 0; i < count; ++i) w.dual.compute(w.states[i], w.tiles[i], rows(t, i));
+          for (index_t r = 0; r < tile; ++r)
+            for (index_t i = 0; i < count; ++i)
+              if (r < rows(t, i)) w.tiles[i].store_row(r, w.at[i].o + r * to, out.stride(3));
+        }
         for (index_t i = 0; i < count; ++i) {
-          const index_t seq = (first + i) / p.HV, hv = (first + i) % p.HV;
-          auto& st = states[i];
-          st.store(in, w_out, seq, hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
+          auto& st = w.states[i];
+          st.store(in, w_out, seq(i), hv(i), Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
         }
       });
 }

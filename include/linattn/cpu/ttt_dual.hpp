@@ -14,7 +14,8 @@
 ///   Aw  += K^T Gc,  a += 1^T Gc;  mini-batch complete: W_0 -= tau_b Aw, b_0 -= tau_b a
 ///
 /// (tau = tau_{p0+1..p0+m}; Aw, a are the sums of the earlier tokens of the mini-batch.)
-/// All heavy work is block products; workspaces are allocated once per worker.
+/// All heavy work is block products; workspaces are allocated once per worker. Whole
+/// mini-batches of the sizes that ttt_mini_batch.hpp is built for run there instead.
 #pragma once
 
 #include <algorithm>
@@ -23,27 +24,11 @@
 #include "eigen_types.hpp"
 #include "token_io.hpp"
 #include "ttt_layer_norm.hpp"
+#include "ttt_mini_batch.hpp"
 #include "ttt_state.hpp"
+#include "ttt_tile.hpp"
 
 namespace linattn::cpu {
-
-/// A read prefetch of the cache line at p (a no-op where the compiler has no builtin).
-inline void ttt_prefetch(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 0, 3);
-#else
-  (void)p;
-#endif
-}
-
-/// The same, into L2 only.
-inline void ttt_prefetch_l2(const void* p) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(p, 0, 2);
-#else
-  (void)p;
-#endif
-}
 
 template <class Rule, class T, class A>
 class ttt_dual {
@@ -52,90 +37,57 @@ class ttt_dual {
 
   /// Tiles of up to `capacity` tokens, head dim D.
   ttt_dual(const inputs_t& in, index_t capacity, index_t D)
-      : mb_(in.mini_batch), Q_(capacity, D), K_(capacity, D), Y_(capacity, D), c_(capacity), tau_(mb_),
-        X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D), O_(mb_, D), P_(mb_, mb_), rstd_(mb_), s1_(mb_), s2_(mb_) {
+      : mb_(in.mini_batch), tile_(capacity, D), tau_(mb_), X_(2 * mb_, D), XW_(2 * mb_, D), G_(mb_, D), R_(mb_, D),
+        P_(mb_, mb_), rstd_(mb_), s1_(mb_), s2_(mb_) {
     for (index_t i = 0; i < mb_; ++i) tau_(i) = Rule::template tau<T, A>(in, i + 1);
+    const whole_kernel k = pick_whole(D, mb_);
+    whole_ = k.run;
+    ws_.resize(k.workspace);
+    if (k.prepare != nullptr) k.prepare(ws_.data(), tau_.data());
   }
 
-  /// Requests into L2 what run() with these arguments will read and write: the q, k, v and
-  /// output rows and the steps (issued by the driver one tile ahead, so that the strided rows
-  /// arrive while the current tile computes).
-  static void prefetch(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n,
-                       index_t hq, index_t hv) {
-    const auto lines = [](const auto* p, index_t count, index_t stride) {
-      if (stride != 1) return;
-      const char* c = reinterpret_cast<const char*>(p);
-      for (index_t o = 0; o < count * static_cast<index_t>(sizeof(T)); o += 64) ttt_prefetch_l2(c + o);
-    };
-    const index_t D = in.q.extent(3);
-    for (index_t t = t0; t < t0 + n; ++t) {
-      lines(&in.q(b, t, hq, 0), D, in.q.stride(3));
-      lines(&in.k(b, t, hq, 0), D, in.k.stride(3));
-      lines(&in.v(b, t, hv, 0), D, in.v.stride(3));
-      lines(&out(b, t, hv, 0), D, out.stride(3));
-      ttt_prefetch_l2(&in.eta(b, t, hv));
+  /// Tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq), from state st: the
+  /// rows are read into the kernel's own tile (each row prefetched `lead` rows ahead: one
+  /// head's rows are strided, latency-bound), computed, written back.
+  void run(const inputs_t& in, const tensor_view<T, 4>& out, ttt_state<A>& st, index_t b, index_t t0, index_t n,
+           index_t hq, index_t hv, A scale) {
+    constexpr index_t lead = 16;
+    for (index_t r = 0; r < std::min(lead, n); ++r) ttt_tile<A>::prefetch_row(in, b, t0 + r, hq, hv);
+    for (index_t r = 0; r < n; ++r) {
+      if (r + lead < n) ttt_tile<A>::prefetch_row(in, b, t0 + r + lead, hq, hv);
+      tile_.template load_row<Rule, T>(in, r, b, t0 + r, hq, hv, scale);
+    }
+    compute(st, tile_, n);
+    for (index_t r = 0; r < n; ++r) {
+      if (r + rows_ahead < n) ttt_tile<A>::prefetch_out_row(out, b, t0 + r + rows_ahead, hv);
+      tile_.store_row(out, r, b, t0 + r, hv);
     }
   }
 
-  /// Tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq), from state st.
-  void run(const inputs_t& in, const tensor_view<T, 4>& out, ttt_state<A>& st, index_t b, index_t t0, index_t n,
-           index_t hq, index_t hv, A scale) {
-    if (n == 0) return;
-    load_tile(in, b, t0, n, hq, hv, scale);
+  /// Rows [0, n) of a filled tile from state st: tile.O receives the outputs.
+  void compute(ttt_state<A>& st, ttt_tile<A>& tile, index_t n) {
     for (index_t r0 = 0; r0 < n;) {
       const index_t m = std::min(mb_ - st.pos, n - r0);
-      segment(st, r0, m);
-      store_rows(out, b, t0 + r0, hv, m, O_.topRows(m));
+      segment(st, tile, r0, m);
       r0 += m;
     }
   }
 
  private:
-  /// The tile's scaled queries, keys, targets v - k and steps, the rows of q, k, v read
-  /// together with a prefetch `lead` tokens ahead (strided rows: latency, not bandwidth, bound).
-  void load_tile(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
-    const bool contiguous = in.q.stride(3) == 1 && in.k.stride(3) == 1 && in.v.stride(3) == 1;
-    if (!contiguous) {
-      load_rows(in.q, b, t0, hq, n, Q_, scale);
-      load_rows(in.k, b, t0, hq, n, K_, A(1));
-      load_rows(in.v, b, t0, hv, n, Y_, A(1));
-    } else {
-      constexpr index_t lead = 16;
-      const index_t D = Q_.cols();
-      using row_map = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>;
-      for (index_t r = 0; r < std::min(lead, n); ++r) prefetch_rows(in, b, t0 + r, hq, hv);
-      for (index_t r = 0; r < n; ++r) {
-        if (r + lead < n) prefetch_rows(in, b, t0 + r + lead, hq, hv);
-        Q_.row(r) = row_map(&in.q(b, t0 + r, hq, 0), D).template cast<A>() * scale;
-        K_.row(r) = row_map(&in.k(b, t0 + r, hq, 0), D).template cast<A>();
-        Y_.row(r) = row_map(&in.v(b, t0 + r, hv, 0), D).template cast<A>();
-      }
-    }
-    Y_.topRows(n) -= K_.topRows(n);  // targets v - k
-    for (index_t r = 0; r < n; ++r) c_(r) = Rule::template step<T, A>(in, b, t0 + r, hv);
-  }
-
-  /// Requests the q, k, v rows of token t (contiguous rows) into the cache.
-  static void prefetch_rows(const inputs_t& in, index_t b, index_t t, index_t hq, index_t hv) {
-    const index_t bytes = in.q.extent(3) * static_cast<index_t>(sizeof(T));
-    const char* q = reinterpret_cast<const char*>(&in.q(b, t, hq, 0));
-    const char* k = reinterpret_cast<const char*>(&in.k(b, t, hq, 0));
-    const char* v = reinterpret_cast<const char*>(&in.v(b, t, hv, 0));
-    for (index_t o = 0; o < bytes; o += 64) {
-      ttt_prefetch(q + o);
-      ttt_prefetch(k + o);
-      ttt_prefetch(v + o);
-    }
-  }
-
   /// Rows [r0, r0 + m) of the tile: one mini-batch, or the part of one inside the tile.
-  void segment(ttt_state<A>& st, index_t r0, index_t m) {
+  void segment(ttt_state<A>& st, ttt_tile<A>& tile, index_t r0, index_t m) {
     const A eps = static_cast<A>(Rule::ln_eps);
     const index_t p0 = st.pos;
-    const auto Q = Q_.middleRows(r0, m);  // [m, D]
-    const auto K = K_.middleRows(r0, m);  // [m, D]
-    const auto tau = tau_.segment(p0, m);  // [m]
-    auto G = G_.topRows(m), R = R_.topRows(m), O = O_.topRows(m);  // [m, D]
+    if (whole_ != nullptr && p0 == 0 && m == mb_) {  // a whole mini-batch: the fixed-size kernel
+      whole_({.q = &tile.Q(r0, 0), .k = &tile.K(r0, 0), .y = &tile.Y(r0, 0), .c = &tile.c(r0), .tau = tau_.data(),
+              .gam = st.gam.data(), .bet = st.bet.data(), .eps = eps, .w = st.W.data(), .b = st.b.data(),
+              .o = &tile.O(r0, 0), .ws = ws_.data()});
+      return;
+    }
+    const auto Q = tile.Q.middleRows(r0, m);  // [m, D]
+    const auto K = tile.K.middleRows(r0, m);  // [m, D]
+    const auto tau = tau_.segment(p0, m);     // [m]
+    auto G = G_.topRows(m), R = R_.topRows(m), O = tile.O.middleRows(r0, m);  // [m, D]
 
     // One block product for keys and queries: [K; Q] W_0 + 1 b_0.   [2m, D]
     auto X = X_.topRows(2 * m), XW = XW_.topRows(2 * m);
@@ -149,8 +101,8 @@ class ttt_dual {
     // Gradients at the mini-batch start, scaled by their steps: G <- diag(c) g_z.
     auto rstd = rstd_.head(m);  // [m]
     ttt_normalise_rows<A>(Zk, rstd, eps);
-    ttt_layer_norm_l2_grad<A>(Zk, rstd, Y_.middleRows(r0, m), st.gam, st.bet, G, s1_.head(m), s2_.head(m));
-    G.array().colwise() *= c_.segment(r0, m).array();
+    ttt_layer_norm_l2_grad<A>(Zk, rstd, tile.Y.middleRows(r0, m), st.gam, st.bet, G, s1_.head(m), s2_.head(m));
+    G.array().colwise() *= tile.c.segment(r0, m).array();
 
     // Reads with the post-update weights of each token.
     if (p0 > 0) {  // earlier tokens of a carried mini-batch
@@ -181,14 +133,36 @@ class ttt_dual {
     if (st.pos == mb_) st.finish_mini_batch(tau_b);
   }
 
+  using whole_fn = void (*)(const ttt_mini_batch_args<A>&);
+
+  struct whole_kernel {
+    whole_fn run = nullptr;
+    index_t workspace = 0;
+    void (*prepare)(A*, const A*) = nullptr;
+  };
+  template <int D, int MB>
+  static whole_kernel whole_kernel_for() {
+    using kernel = ttt_mini_batch<A, D, MB>;
+    if constexpr (kernel::supported) return {&kernel::run, kernel::workspace, &kernel::prepare};
+    else return {};
+  }
+  /// The fixed-size kernel for head dim D and mini-batch size mb, where one is built (the
+  /// official b = 16 with the usual head sizes); other sizes run segment()'s block products.
+  static whole_kernel pick_whole(index_t D, index_t mb) {
+    if (mb == 16 && D == 64) return whole_kernel_for<64, 16>();
+    if (mb == 16 && D == 128) return whole_kernel_for<128, 16>();
+    return {};
+  }
+
   index_t mb_;              // mini-batch size b
-  mat<A> Q_, K_, Y_;        // [cap, D] scaled queries, keys, targets v - k
-  col_vec<A> c_;            // [cap]    steps
+  ttt_tile<A> tile_;        // [cap, D] rows of run()'s tiles
   col_vec<A> tau_;          // [b]      tau_1..tau_b
   mat<A> X_, XW_;           // [2b, D]  keys over queries, and times W_0 (plus b_0)
-  mat<A> G_, R_, O_;        // [b, D]   scaled gradients, carried reads, outputs
+  mat<A> G_, R_;            // [b, D]   scaled gradients, carried reads
   mat<A> P_;                // [b, b]   masked scores
   col_vec<A> rstd_, s1_, s2_;  // [b]   1 / sd per row, LayerNorm-backward row sums
+  whole_fn whole_ = nullptr;   // fixed-size kernel for whole mini-batches (null: none for D, b)
+  col_vec<A> ws_;              // its workspace
 };
 
 }  // namespace linattn::cpu
