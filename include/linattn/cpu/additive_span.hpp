@@ -19,7 +19,9 @@
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
 #include "eigen_types.hpp"
+#include "row_gemm.hpp"
 #include "token_io.hpp"
+#include "transpose.hpp"
 
 namespace linattn::cpu {
 
@@ -36,10 +38,9 @@ class additive_span {
   additive_span(index_t capacity, index_t K, index_t V)
       : Q_(capacity, K), K_(capacity, K), V_(capacity, V),
         P_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V) {
-    if constexpr (decay != decay_kind::none) {
-      Qs_.resize(std::min(tile, capacity), K);
-      Kf_.resize(capacity, K);
-    }
+    if constexpr (decay != decay_kind::vector) Kx_.resize(K, capacity);
+    if constexpr (decay != decay_kind::none) Kf_.resize(capacity, K);
+    if constexpr (decay == decay_kind::vector) Qs_.resize(std::min(tile, capacity), K);
     if constexpr (decay == decay_kind::scalar) {
       b_.resize(capacity, 1);
       cf_.resize(capacity);
@@ -60,6 +61,7 @@ class additive_span {
     load_rows(in.q, b, t0, hq, n, Q_, scale);
     load_rows(in.k, b, t0, hq, n, K_, A(1));
     load_rows(in.v, b, t0, hv, n, V_, A(1));
+    if constexpr (decay != decay_kind::vector) transpose_into(Kx_.leftCols(n), K_.topRows(n));
     if constexpr (decay == decay_kind::scalar) {
       Cum run = 0;
       for (index_t r = 0; r < n; ++r) b_(r, 0) = run += static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv));
@@ -88,21 +90,17 @@ class additive_span {
     for (index_t r0 = 0; r0 < n_; r0 += tile) {
       const index_t r1 = std::min(r0 + tile, n_), m = r1 - r0;
       scores(r0, r1);
-      auto O = O_.topRows(m);
-      if constexpr (decay == decay_kind::none) {
-        O.noalias() = Q_.middleRows(r0, m) * H;
+      auto O = O_.topRows(m);  // [m, V]
+      // O = (Q ⊙ exp(b)) H: the scalar gate as a row factor of the product.
+      if constexpr (decay == decay_kind::vector) {
+        Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
+        row_gemm<A>(O, rows_of(Qs_.topRows(m)), H);
       } else {
-        if constexpr (decay == decay_kind::scalar)
-          Qs_.topRows(m).noalias() = eb_.segment(r0, m).asDiagonal() * Q_.middleRows(r0, m);
-        else
-          Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
-        O.noalias() = Qs_.topRows(m) * H;
+        row_gemm<A>(O, rows_of(Q_.middleRows(r0, m)), H, decay == decay_kind::scalar ? eb_.data() + r0 : nullptr);
       }
       if (finite_values) {
-        // Causal halves: the first h rows of the tile see only the first r0 + h keys.
-        const index_t h = causal_split(m);
-        if (h > 0) O.topRows(h).noalias() += P_.topLeftCorner(h, r0 + h) * V_.topRows(r0 + h);
-        O.bottomRows(m - h).noalias() += P_.block(h, 0, m - h, r1) * V_.topRows(r1);
+        // O += P V, P causal: row i of the tile stops at key r0 + i.
+        row_gemm<A>(O, rows_of(P_.topLeftCorner(m, r1)), V_.topRows(r1), nullptr, A(1), causal::lower_a, r0);
       } else {
         // Overflowed values (a diverging delta rule): only the causal prefix of each row, so
         // a later inf (times the masked zero) cannot turn earlier finite outputs into NaN.
@@ -116,21 +114,25 @@ class additive_span {
   void advance(mat<A>& H) {
     const index_t n = n_;
     if (n == 0) return;
+    // H <- f H + Kf^T V, Kf^T read in place (broadcasts of Kf's columns).
     if constexpr (decay == decay_kind::none) {
-      H.noalias() += K_.topRows(n).transpose() * V_.topRows(n);
-    } else {
+      row_gemm<A>(H, cols_of(K_.topRows(n)), V_.topRows(n), nullptr, A(1));
+    } else if constexpr (decay == decay_kind::scalar) {
       // Kf = K ⊙ exp(b_n - b): each write decayed to the end of the span.
-      if constexpr (decay == decay_kind::scalar) {
-        const auto g = scalar_gates();
-        cf_.head(n) = ex((-g.head(n)).array() + g(n - 1));
-        Kf_.topRows(n).noalias() = cf_.head(n).asDiagonal() * K_.topRows(n);
-        H *= std::exp(static_cast<A>(b_(n - 1, 0)));
-      } else {
-        Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
-        f_ = ex(b_.row(n - 1));
-        H = f_.asDiagonal() * H;
+      const auto g = scalar_gates();
+      cf_.head(n) = ex((-g.head(n)).array() + g(n - 1));
+      Kf_.topRows(n).noalias() = cf_.head(n).asDiagonal() * K_.topRows(n);
+      A f = std::exp(static_cast<A>(b_(n - 1, 0)));
+      if (f == A(0)) {  // beta = 0 would not read H: keep 0 * (inf or NaN) = NaN as before
+        H *= f;
+        f = A(1);
       }
-      H.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
+      row_gemm<A>(H, cols_of(Kf_.topRows(n)), V_.topRows(n), nullptr, f);
+    } else {
+      Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
+      f_ = ex(b_.row(n - 1));
+      H = f_.asDiagonal() * H;
+      row_gemm<A>(H, cols_of(Kf_.topRows(n)), V_.topRows(n), nullptr, A(1));
     }
   }
 
@@ -138,6 +140,8 @@ class additive_span {
   index_t length() const { return n_; }
   const mat<A>& queries() const { return Q_; }
   const mat<A>& keys() const { return K_; }
+  /// Kᵀ of the span (rules without a vector gate).   [K, cap]
+  const mat<A>& keys_transposed() const { return Kx_; }
   mat<A>& values() { return V_; }
   const mat<Cum>& cumulative_gates() const { return b_; }
   /// The scalar-gate cumsum as a contiguous vector (vectorised exps).   [cap]
@@ -153,10 +157,6 @@ class additive_span {
     return x.derived().template cast<A>().array().exp().matrix();
   }
 
-  /// Rows of a causal [m, m] block computed against the first half of its columns only:
-  /// a multiple of 16 near m / 2 (0 for blocks under 32 rows). Skips a quarter of the block.
-  static index_t causal_split(index_t m) { return m >= 32 ? m / 32 * 16 : 0; }
-
   /// P[0:m, 0:r1] = causal decayed scores of rows [r0, r1) against keys [0, r1).
   void scores(index_t r0, index_t r1) {
     const index_t m = r1 - r0;
@@ -164,14 +164,12 @@ class additive_span {
     if constexpr (decay == decay_kind::vector) {
       vector_scores(r0, r1);
     } else {
-      // Causal halves: rows [0, h) against keys [0, r0 + h), rows [h, m) against all r1 keys.
-      const index_t h = causal_split(m);
-      if (h > 0) P.topLeftCorner(h, r0 + h).noalias() = Q_.middleRows(r0, h) * K_.topRows(r0 + h).transpose();
-      P.bottomRows(m - h).noalias() = Q_.middleRows(r0 + h, m - h) * K_.topRows(r1).transpose();
+      // Row i against keys [0, r0 + i] (and a few more, up to its row block's end).
+      row_gemm<A>(P, rows_of(Q_.middleRows(r0, m)), Kx_.leftCols(r1), nullptr, A(0), causal::lower_c, r0);
       if constexpr (decay == decay_kind::scalar)
         if (r0 > 0) cf_.head(r0) = ex((-scalar_gates().head(r0)).array() + b_(r0 - 1, 0));
       for (index_t i = 0; i < m; ++i) {
-        const index_t r = r0 + i, w = i < h ? h : m;  // the row's computed columns of the tile
+        const index_t r = r0 + i, w = std::min(m, (i / 16 + 1) * 16);  // whole packets up to the diagonal
         if constexpr (decay == decay_kind::scalar) {
           // Columns before the tile: exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), e = r0 - 1.
           if (r0 > 0) P.row(i).head(r0).array() *= ex(b_(r, 0) - b_(r0 - 1, 0)) * cf_.head(r0).transpose().array();
@@ -217,6 +215,7 @@ class additive_span {
   mat<A> P_, O_;      // [tile, cap], [tile, V]
   mat<A> Qs_, Kf_;    // [tile, K], [cap, K]           decayed copies
   mat<A> Kt_, Ks_;    // [cap, K]                       keys decayed to their 64/16-block pivot
+  mat<A> Kx_;         // [K, cap]                       Kᵀ (no vector decay): rows read by Q Kᵀ
   mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
   col_vec<A> cf_;     // [cap]                          scalar column / write factors
   col_vec<A> eb_;     // [cap]                          scalar exp(b)

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -32,6 +34,69 @@ concept has_kernels = kernels<Family>::available;
 /// runs instead of one scattered row per head. Up to this many states ([K, V] each) per thread.
 inline constexpr index_t lockstep_heads = 16;
 
+/// Several threads: the sequences advance in windows of about this many tokens (see
+/// run_spans_windowed).
+inline constexpr index_t window_tokens = 1024;
+
+/// run_spans on several threads. A fixed split (one group of tasks per thread for the whole
+/// call) makes the call as slow as its slowest thread: another process on one of the cores
+/// held up the end of the call (two threads measured 1.56-2.02x one thread on one build).
+/// Here the groups are smaller (at least 4 per thread) and the sequences are cut into
+/// windows of window_tokens: unit (window w, group g) runs group g's spans of window w. The
+/// threads take units in order (every group of window 0, then of window 1, ...) as they
+/// finish the previous one, so a slower thread takes fewer units; a unit waits for the same
+/// group's previous window (taken `groups` units earlier, so normally done), with no barrier
+/// between windows (a barrier per window left one thread idle at every window end: two
+/// threads 168-196 ms against 149-177 ms without, B1 T8192 H16, same minutes). The
+/// states ([K, V] per task) live in one shared vector. Each task sees the same operations in
+/// the same order as on one thread, so results do not depend on the thread count.
+template <class Rule, class T, class A, class Cum>
+void run_spans_windowed(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                        const options<A>& opt, const detail::problem& p, index_t span) {
+  using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, Cum>;
+  const index_t tasks = p.N * p.HV;
+  const index_t group = std::clamp<index_t>(tasks / (4 * static_cast<index_t>(p.threads)), 1, lockstep_heads);
+  const index_t groups = (tasks + group - 1) / group, longest = p.max_length();
+  const index_t window = std::max<index_t>(1, window_tokens / span) * span;  // whole spans
+  const int slots = static_cast<int>(std::min<index_t>(p.threads, groups));
+  std::vector<worker> workers;  // one workspace per thread slot
+  workers.reserve(static_cast<std::size_t>(slots));
+  for (int i = 0; i < slots; ++i) workers.emplace_back(span, p.K, p.V);
+  std::vector<mat<A>> H(static_cast<std::size_t>(tasks), mat<A>(p.K, p.V));  // [K, V] per task
+  // Unit u = window u / groups of group u % groups. Units are taken in index order, so the
+  // window before (taken `groups` units earlier) is done or running; its thread publishes it
+  // in done[g] (also when it throws, so that nobody waits forever).
+  const index_t windows = std::max<index_t>(1, (longest + window - 1) / window);
+  std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(groups));
+  for (auto& d : done) d.store(0);
+  detail::parallel_for(windows * groups, slots, [&](index_t u, int slot) {
+    const flush_denormals ftz;
+    const index_t g = u % groups, w = u / groups, w0 = w * window;
+    auto& d = done[static_cast<std::size_t>(g)];
+    while (d.load(std::memory_order_acquire) < w) std::this_thread::yield();
+    struct publish {
+      std::atomic<index_t>& d;
+      index_t w;
+      ~publish() { d.store(w + 1, std::memory_order_release); }
+    } const published{d, w};
+    worker& s = workers[static_cast<std::size_t>(slot)];
+    const index_t first = g * group, count = std::min(group, tasks - first);
+    if (w == 0)
+      for (index_t i = first; i < first + count; ++i) load_state(opt.initial_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
+    for (index_t t = w0; t < std::min(w0 + window, longest); t += span)
+      for (index_t i = first; i < first + count; ++i) {
+        const index_t seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
+        if (t >= len) continue;
+        const index_t b = p.batch(seq), t0 = p.start(seq) + t, n = std::min(span, len - t);
+        s.load(in, b, t0, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
+        s.emit(H[std::size_t(i)], out, b, t0, hv);
+        s.advance(H[std::size_t(i)]);
+      }
+    if (w + 1 == windows)
+      for (index_t i = first; i < first + count; ++i) store_state(opt.final_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
+  });
+}
+
 /// Runs every sequence as consecutive spans of at most `span` tokens. Each task sees the same
 /// operations whatever the grouping, so results do not depend on the thread count.
 template <class Rule, class T, class A, class Cum>
@@ -39,6 +104,7 @@ void run_spans(const typename Rule::template inputs<T>& in, const tensor_view<T,
                const options<A>& opt, const detail::problem& p, index_t span) {
   using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, Cum>;
   const index_t tasks = p.N * p.HV;
+  if (p.threads > 1 && tasks > 1) return run_spans_windowed<Rule, T, A, Cum>(in, out, opt, p, span);
   const index_t group = std::clamp<index_t>(tasks / std::max(1, p.threads), 1, lockstep_heads);
   for_each_group(
       p, group,

@@ -26,6 +26,7 @@
 #include "../core/tensor_view.hpp"
 #include "additive_span.hpp"
 #include "eigen_types.hpp"
+#include "row_gemm.hpp"
 #include "unit_lower_solve.hpp"
 
 namespace linattn::cpu {
@@ -48,8 +49,9 @@ class householder_span {
   /// form over a whole sequence) solve (I + A) U~ = diag(beta) (V - exp(b) K H) directly,
   /// which costs O(n^2 V) instead of O(n^3).
   householder_span(index_t capacity, index_t K, index_t V)
-      : core_(capacity, K, V), beta_(capacity), M_(capacity, capacity), Kd_(capacity, K), X_(capacity, V) {
+      : core_(capacity, K, V), beta_(capacity), M_(capacity, capacity), nd_(capacity), X_(capacity, V) {
     if (capacity <= max_chunk_size) T_.resize(capacity, capacity);
+    if constexpr (!gated) nd_.setConstant(A(-1));
   }
 
   void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
@@ -59,12 +61,10 @@ class householder_span {
     for (index_t r = 0; r < n; ++r) beta_(r) = Rule::beta(in, b, t0 + r, hv, K.row(r).squaredNorm());
 
     // M's strictly lower part becomes A = stril(diag(beta) (K K^T ⊙ Gam)).   [n, n]
-    // Only the strictly lower part is used: for spans of at most 64 tokens the first h rows
-    // take the first h keys only (a quarter of the block skipped; h as in additive_span).
+    // Only the strictly lower part is used: row r against keys [0, r) (and a few more, up to
+    // its row block's end), Kᵀ's rows read in place.
     auto M = M_.topLeftCorner(n, n);
-    const index_t h = n <= 64 && n >= 32 ? n / 32 * 16 : 0;
-    if (h > 0) M.topLeftCorner(h, h).noalias() = K.topRows(h) * K.topRows(h).transpose();
-    M.bottomRows(n - h).noalias() = K.middleRows(h, n - h) * K.topRows(n).transpose();
+    row_gemm<A>(M, rows_of(K.topRows(n)), core_.keys_transposed().leftCols(n), nullptr, A(0), causal::lower_c, -1);
     for (index_t r = 1; r < n; ++r) {
       if constexpr (gated) {
         // Whole packets: exp(min(b_r - b_i, 0)) up to the next multiple of 16 columns (the
@@ -78,11 +78,8 @@ class householder_span {
       }
     }
 
-    // Kd = diag(exp(b)) K: keys decayed to the start of the span.   [n, K]
-    if constexpr (gated)
-      Kd_.topRows(n).noalias() = core_.scalar_gate_exps().head(n).asDiagonal() * K.topRows(n);
-    else
-      Kd_.topRows(n) = K.topRows(n);
+    // -exp(b): the row factors of -diag(exp(b)) K H in emit (keys decayed to the span start).
+    if constexpr (gated) nd_.head(n) = -core_.scalar_gate_exps().head(n);
 
     if (n <= T_.rows()) {
       auto Tm = T_.topLeftCorner(n, n);  // T = (I + A)^{-1} diag(beta)   [n, n]
@@ -107,10 +104,10 @@ class householder_span {
     auto X = X_.topRows(n);              // [n, V]
     auto V = core_.values().topRows(n);  // the span's v, replaced by U~
     X = V;
-    X.noalias() -= Kd_.topRows(n) * H;
+    row_gemm<A>(X, rows_of(core_.keys().topRows(n)), H, nd_.data(), A(1));  // X -= diag(exp(b)) K H
     bool done = false;
     if (n <= T_.rows()) {
-      V.noalias() = T_.topLeftCorner(n, n).template triangularView<Eigen::Lower>() * X;
+      row_gemm<A>(V, rows_of(T_.topLeftCorner(n, n)), X, nullptr, A(0), causal::lower_a, 0);  // U~ = T X
       const A x = X.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
       const A ut = V.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
       done = std::isfinite(x) && std::isfinite(t_norm_) && t_norm_ * x <= ut * max_cancellation;
@@ -131,7 +128,8 @@ class householder_span {
   mat<A> M_;                             // [cap, cap]  strictly lower part: A
   mat<A> T_;                             // [cap, cap]  T, for spans up to max_chunk_size
   A t_norm_ = 0;                         //             ||T||_inf (max row sum of |T|)
-  mat<A> Kd_, X_;                        // [cap, K], [cap, V]  exp(b) K; V - exp(b) K H
+  col_vec<A> nd_;                        // [cap]       -exp(b) (-1 without a gate)
+  mat<A> X_;                             // [cap, V]    V - exp(b) K H
 };
 
 }  // namespace linattn::cpu
