@@ -38,6 +38,10 @@ std::vector<shape_case> shape_cases() {
       {"packed 0,129,129,140 H2 HV2 K64 V64, cu in host memory, no initial state",
        {1, 140, 2, 2, 64, 64}, {0, 129, 129, 140}, {.use_s0 = false, .cu_on_device = false}},
       {"B1 T77 H2 HV2 K128 V128, output only", {1, 77, 2, 2, 128, 128}, {}, {.want_state = false}},
+      // Many chunks per sequence (the state pass finds each chunk's gate cumsums by its index in
+      // the call's chunk table)
+      {"B1 T1000 H2 HV4 K128 V128, many chunks", {1, 1000, 2, 4, 128, 128}, {}, {}},
+      {"packed 0,300,301,1000 H1 HV2 K128 V64, many chunks", {1, 1000, 1, 2, 128, 64}, {0, 300, 301, 1000}, {}},
       // The 16-bit state pass picks its kernel and block shape from units = sequences x value
       // heads x V/16 against the SM count (132 on H100/H200). Units: the cases above <= 132
       // (warp-specialised state pass, 16 columns per block); 144 (the same with 32 columns);

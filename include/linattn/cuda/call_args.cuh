@@ -30,7 +30,9 @@ struct call_args {
         scale(float(p.scale)) {}
 
   /// Sequence n: from the table, or batch row n.
-  __device__ span sequence(index_t n) const { return seqs ? seqs[n] : span{int(n), 0, length, 0}; }
+  __device__ span sequence(index_t n) const {
+    return seqs ? seqs[n] : span{int(n), 0, length, int(n) * ((length + chunk - 1) / chunk)};
+  }
 };
 
 }  // namespace linattn::cuda::detail

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../core/tensor_view.hpp"
+#include "async_copy.cuh"
 #include "call_args.cuh"
 #include "spans.cuh"
 
@@ -20,7 +21,8 @@ struct chunk_args : call_args<Rule, T> {
   tensor_view<T, 4> u;                    // [B, T, HV, V]  U = T V
   tensor_view<T, 4> scores;               // [B, T, HV, chunk]  scale (Q K^T ⊙ Gam), causal; only the
                                           // 16x16 tiles on or below the diagonal are written
-  tensor_view<float, 3> gate_cumsum;      // [B, T, HV]  b = chunk-local cumsum of log gates
+  tensor_view<float, 3> gate_cumsum;      // [chunks, HV, C]  b = chunk-local cumsum of log gates, constant
+                                          // past the chunk's end; 256 contiguous bytes per chunk and head
 
   /// Chunk i of the call (block i of a chunk-local launch): from the table, or chunk
   /// i % per_row of batch row i / per_row.
@@ -28,6 +30,12 @@ struct chunk_args : call_args<Rule, T> {
     if (chunks) return chunks[i];
     const int per_row = (this->length + chunk - 1) / chunk, first = int(i % unsigned(per_row)) * chunk;
     return span{int(i / unsigned(per_row)), first, min(chunk, this->length - first), 0};
+  }
+
+  /// Queues the copy of the gate cumsums of chunk i, value head hv, into dst[0..C) (16-byte
+  /// aligned shared memory) on the threads with tid < C / 4; the caller commits.
+  __device__ void load_gate_cumsum(float* dst, int i, index_t hv, int tid) const {
+    if (tid < chunk / 4) copy_async_16(dst + 4 * tid, &gate_cumsum(i, hv, 4 * tid));
   }
 };
 

@@ -30,10 +30,10 @@ __device__ void load_keys_queries_gates(const chunk_args<Rule, T>& args, T* keys
 /// With gates[0..C) holding the chunk's log gates (0 past its n tokens) and `keys` its key
 /// tile [C, ldk] in shared memory (both visible to the block): gates <- their cumsum,
 /// betas[r] <- beta_r (0 past n; delta family only), and the cumsum is written to
-/// args.gate_cumsum. Runs on the whole block (at least 2 warps); ends synchronised.
+/// args.gate_cumsum for chunk i of the chunk table (all C entries). Runs on the whole block (at least 2 warps); ends synchronised.
 template <int K, class Rule, class T>
 __device__ void chunk_gates_and_betas(const chunk_args<Rule, T>& args, const T* keys, int ldk, float* gates,
-                                      float* betas, index_t b, index_t t0, int n, index_t hv) {
+                                      float* betas, int i, index_t b, index_t t0, int n, index_t hv) {
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, warps = int(blockDim.x) / 32;
   if constexpr (corrects<Rule>) {  // one warp per row
     for (int r = warp; r < chunk; r += warps) {
@@ -59,7 +59,7 @@ __device__ void chunk_gates_and_betas(const chunk_args<Rule, T>& args, const T* 
     gates[2 * lane + 1] = run;
   }
   __syncthreads();
-  if (tid < n) args.gate_cumsum(b, t0 + tid, hv) = gates[tid];
+  if (tid < chunk) args.gate_cumsum(i, hv, tid) = gates[tid];
 }
 
 }  // namespace linattn::cuda::detail

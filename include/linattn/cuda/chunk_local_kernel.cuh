@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(512) chunk_local_kernel(chunk_args<Rule, T> ar
 
   load_keys_queries_gates<K, L::threads>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
 
-  chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, b, t0, n, hv);
+  chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, int(blockIdx.x), b, t0, n, hv);
 
   // scores = scale (Q K^T ⊙ Gam), causal; rows past n are not stored.
   const float scale = args.scale;

@@ -52,6 +52,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   float* gates = reinterpret_cast<float*>(smem + L::gates);
   float* betas = reinterpret_cast<float*>(smem + L::betas);
 
+  const int i = int(blockIdx.x);  // grid (chunks, HV)
   const span c = args.chunk_at(blockIdx.x);
   const index_t hv = blockIdx.y, h = hv / args.group;
   const index_t b = c.b, t0 = c.start;
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
 
   load_keys_queries_gates<K, L::threads>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
 
-  chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, b, t0, n, hv);
+  chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, i, b, t0, n, hv);
 
   // Q K^T and K K^T on this warp's rows, column blocks p = 2 lp + ch <= rb (the rest is
   // masked); the accumulators hold this warp's blocks only

@@ -48,11 +48,12 @@ struct chunk_state_layout {
   static constexpr int fixed = (stage + warps * stage_floats * 4 + 127) / 128 * 128;
   static constexpr int buffers = fixed + 2 * buffer <= max_block_smem ? 2 : 1;
   static constexpr int bytes = fixed + buffers * buffer;
+  static_assert(gates % 16 == 0, "16-byte gate copies");
 };
 
 /// Queues the copies of one chunk's tiles into `buf` (one commit group per thread).
 template <class Rule, class T, int K, int BV>
-__device__ void load_chunk(unsigned char* buf, const chunk_args<Rule, T>& args, index_t b, int t0, int n,
+__device__ void load_chunk(unsigned char* buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
                            index_t hv, index_t h, index_t v0) {
   using L = chunk_state_layout<Rule, T, K, BV>;
   T* wq = reinterpret_cast<T*>(buf + L::wq);
@@ -66,8 +67,7 @@ __device__ void load_chunk(unsigned char* buf, const chunk_args<Rule, T>& args, 
   load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h);
   load_rows<chunk, chunk, L::threads>(reinterpret_cast<T*>(buf + L::scores), L::ldc, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
   float* gates = reinterpret_cast<float*>(buf + L::gates);
-  const int tid = int(threadIdx.x);
-  if (tid < chunk) copy_async_4(gates + tid, &args.gate_cumsum(b, t0 + (tid < n ? tid : n - 1), hv));
+  args.load_gate_cumsum(gates, i, hv, int(threadIdx.x));
   commit_copies();
 }
 
@@ -97,19 +97,19 @@ __global__ void __launch_bounds__(512) chunk_state_kernel(chunk_args<Rule, T> ar
     h_op[i * L::ldb + j] = from_float<T>(x);
   }
   const auto buffer = [&](int c) { return smem + L::fixed + (c % L::buffers) * L::buffer; };
-  if (s.length > 0) load_chunk<Rule, T, K, BV>(buffer(0), args, b, s.start, min(chunk, s.length), hv, h, v0);
+  if (s.length > 0) load_chunk<Rule, T, K, BV>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
 
   for (int c = 0, t0 = s.start; t0 < end; ++c, t0 += chunk) {
     const int n = min(chunk, end - t0);
     if constexpr (L::buffers == 2) {
       if (t0 + chunk < end) {
-        load_chunk<Rule, T, K, BV>(buffer(c + 1), args, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0);
+        load_chunk<Rule, T, K, BV>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0);
         wait_copies<1>();
       } else {
         wait_copies<0>();
       }
     } else {
-      if (c > 0) load_chunk<Rule, T, K, BV>(buffer(c), args, b, t0, n, hv, h, v0);
+      if (c > 0) load_chunk<Rule, T, K, BV>(buffer(c), args, s.first_chunk + c, b, t0, n, hv, h, v0);
       wait_copies<0>();
     }
     __syncthreads();  // this chunk's tiles are in; the state update of the last chunk is done

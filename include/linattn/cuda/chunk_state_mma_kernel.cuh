@@ -45,11 +45,12 @@ struct chunk_state_mma_layout {
   static constexpr int out = 2 * buffer;                                             // T [warps][out_rows, ldo]
   static constexpr int partials = out + warps * out_rows * ldo * 2;                  // f32 [warps][2][16 C]
   static constexpr int bytes = partials + (Split > 1 ? warps * 2 * 16 * chunk * 4 : 0);
+  static_assert(gates % 16 == 0, "16-byte gate copies");
 };
 
 /// Queues the copies of one chunk's tiles into `buf` (one commit group per thread).
 template <class Rule, class T, int K, int Groups, int Split>
-__device__ void load_chunk_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, index_t b, int t0, int n,
+__device__ void load_chunk_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
                                  index_t hv, index_t h, index_t v0) {
   using L = chunk_state_mma_layout<Rule, T, K, Groups, Split>;
   if constexpr (corrects<Rule>) {
@@ -62,8 +63,7 @@ __device__ void load_chunk_tiles(unsigned char* buf, const chunk_args<Rule, T>& 
   load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h);
   load_rows<chunk, chunk, L::threads>(reinterpret_cast<T*>(buf + L::scores), L::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
   float* gates = reinterpret_cast<float*>(buf + L::gates);
-  for (int r = int(threadIdx.x); r < chunk; r += int(blockDim.x))
-    copy_async_4(gates + r, &args.gate_cumsum(b, t0 + (r < n ? r : n - 1), hv));
+  args.load_gate_cumsum(gates, i, hv, int(threadIdx.x));
   commit_copies();
 }
 
@@ -97,13 +97,13 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       ht[nt][e] = args.s0.data() ? args.s0(n_seq, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) : 0.0f;
 
   const auto buffer = [&](int c) { return smem + (c % 2) * L::buffer; };
-  if (s.length > 0) load_chunk_tiles<Rule, T, K, Groups, Split>(buffer(0), args, b, s.start, min(chunk, s.length), hv, h, v0);
+  if (s.length > 0) load_chunk_tiles<Rule, T, K, Groups, Split>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
 
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
   for (int c = 0, t0 = s.start; t0 < end; ++c, t0 += chunk) {
     const int n = min(chunk, end - t0);
     if (t0 + chunk < end) {
-      load_chunk_tiles<Rule, T, K, Groups, Split>(buffer(c + 1), args, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0);
+      load_chunk_tiles<Rule, T, K, Groups, Split>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0);
       wait_copies<1>();
     } else {
       wait_copies<0>();

@@ -57,6 +57,7 @@ struct chunk_state_specialized_layout {
   static constexpr int ring = out_buffers + 2 * out_buffer;
   static constexpr int written = ring + 2 * slot;                             // T [C, ldv]  diag(exp(b_C - b)) U~
   static constexpr int bytes = written + chunk * ldv * 2;
+  static_assert(gates % 16 == 0 && out_gates % 16 == 0 && buffer % 16 == 0, "16-byte gate copies");
 };
 
 /// Named barriers: 1 of the state warps, 2 of the output warps, 3 of all.
@@ -67,7 +68,7 @@ struct specialized_barriers {
 /// The state warps queue one chunk's W, K, U (V) tiles and gates into `buf` (one commit group
 /// per thread).
 template <class Rule, class T, int K, int BV>
-__device__ void load_state_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, index_t b, int t0, int n,
+__device__ void load_state_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
                                  index_t hv, index_t h, index_t v0, int tid) {
   using L = chunk_state_specialized_layout<Rule, T, K, BV>;
   constexpr int R = L::role_threads;
@@ -79,22 +80,20 @@ __device__ void load_state_tiles(unsigned char* buf, const chunk_args<Rule, T>& 
     load_rows<chunk, BV, R>(reinterpret_cast<T*>(buf + L::values), L::ldv, args.in.v, b, t0, n, hv, v0, tid);
   }
   load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h, 0, tid);
-  float* gates = reinterpret_cast<float*>(buf + L::gates);
-  if (tid < chunk) copy_async_4(gates + tid, &args.gate_cumsum(b, t0 + (tid < n ? tid : n - 1), hv));
+  args.load_gate_cumsum(reinterpret_cast<float*>(buf + L::gates), i, hv, tid);
   commit_copies();
 }
 
 /// The output warps queue one chunk's Q and score tiles and gates into `buf`.
 template <class Rule, class T, int K, int BV>
-__device__ void load_output_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, index_t b, int t0, int n,
+__device__ void load_output_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
                                   index_t hv, index_t h, int tid) {
   using L = chunk_state_specialized_layout<Rule, T, K, BV>;
   constexpr int R = L::role_threads;
   load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::queries), L::ldk, args.in.q, b, t0, n, h, 0, tid);
   load_rows<chunk, chunk, R>(reinterpret_cast<T*>(buf + L::scores), L::lds, tensor_view<const T, 4>(args.scores), b, t0, n,
                              hv, 0, tid);
-  float* gates = reinterpret_cast<float*>(buf + L::out_gates);
-  if (tid < chunk) copy_async_4(gates + tid, &args.gate_cumsum(b, t0 + (tid < n ? tid : n - 1), hv));
+  args.load_gate_cumsum(reinterpret_cast<float*>(buf + L::out_gates), i, hv, tid);
   commit_copies();
 }
 
@@ -124,7 +123,8 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     const auto buffer = [&](int c) { return smem + L::out_buffers + (c % 2) * L::out_buffer; };
     const auto load = [&](int c) {
       const int from = s.start + c * chunk;
-      if (c < chunks) load_output_tiles<Rule, T, K, BV>(buffer(c), args, b, from, min(chunk, end - from), hv, h, tid);
+      if (c < chunks)
+        load_output_tiles<Rule, T, K, BV>(buffer(c), args, s.first_chunk + c, b, from, min(chunk, end - from), hv, h, tid);
     };
     load(0);
     for (int c = 0; c < chunks; ++c) {
@@ -217,13 +217,15 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   share_state(0);
 
   const auto buffer = [&](int c) { return smem + (c % 2) * L::buffer; };
-  if (chunks > 0) load_state_tiles<Rule, T, K, BV>(buffer(0), args, b, s.start, min(chunk, s.length), hv, h, v0, tid);
+  if (chunks > 0)
+    load_state_tiles<Rule, T, K, BV>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0, tid);
   for (int c = 0; c < chunks; ++c) {
     const int t0 = s.start + c * chunk;
     wait_copies<0>();
     barrier_sync(bars::tiles_in, R);  // this chunk's tiles and H are in; the other buffer is free
     if (c + 1 < chunks)
-      load_state_tiles<Rule, T, K, BV>(buffer(c + 1), args, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0, tid);
+      load_state_tiles<Rule, T, K, BV>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk,
+                                       min(chunk, end - t0 - chunk), hv, h, v0, tid);
     const unsigned char* buf = buffer(c);
     const T* wgt = reinterpret_cast<const T*>(buf + L::wgt);
     const T* keys = reinterpret_cast<const T*>(buf + L::keys);

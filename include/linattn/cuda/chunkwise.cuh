@@ -146,14 +146,15 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   using detail::scratch;
   scratch ws(scratch::round(seqs.size() * sizeof(detail::span)) + scratch::round(chunks.size() * sizeof(detail::span)) +
                  scratch::round(tokens * p.K * sizeof(E)) + scratch::round(tokens * p.V * sizeof(E)) +
-                 scratch::round(tokens * detail::chunk * sizeof(E)) + scratch::round(tokens * sizeof(float)),
+                 scratch::round(tokens * detail::chunk * sizeof(E)) +
+                 scratch::round(n_chunks * std::size_t(p.HV) * detail::chunk * sizeof(float)),
              stream);
   args.seqs = detail::upload(ws, seqs, stream);
   args.chunks = detail::upload(ws, chunks, stream);
   args.w = view(ws.take<E>(tokens * p.K), p.B, p.T, p.HV, p.K);
   args.u = view(ws.take<E>(tokens * p.V), p.B, p.T, p.HV, p.V);
   args.scores = view(ws.take<E>(tokens * detail::chunk), p.B, p.T, p.HV, index_t(detail::chunk));
-  args.gate_cumsum = view(ws.take<float>(tokens), p.B, p.T, p.HV);
+  args.gate_cumsum = view(ws.take<float>(n_chunks * p.HV * detail::chunk), index_t(n_chunks), p.HV, index_t(detail::chunk));
 
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
