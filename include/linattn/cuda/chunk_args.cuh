@@ -19,8 +19,11 @@ struct chunk_args : call_args<Rule, T> {
   // workspace, written by the chunk-local pass
   tensor_view<T, 4> w;                    // [B, T, HV, K]  W = T diag(exp b) K
   tensor_view<T, 4> u;                    // [B, T, HV, V]  U = T V
-  tensor_view<T, 4> scores;               // [B, T, HV, chunk]  scale (Q K^T ⊙ Gam), causal; only the
-                                          // 16x16 tiles on or below the diagonal are written
+  tensor_view<T, 4> scores;               // [B, T, HV, chunk]  scale (Q K^T ⊙ Gam), causal; only the 16x16
+                                          // tiles on or below the diagonal are written
+  // W, scores: memory [B, T, HV, *], or for the warp-specialised state pass [B, HV, T, * + pad]
+  tensor_view<T, 4> keys, queries;        // [B, T, HV, K]  copies of K and Q for the warp-specialised state
+                                          // pass only (null otherwise); memory [B, HV, T, K + pad]
   tensor_view<float, 3> gate_cumsum;      // [chunks, HV, C]  b = chunk-local cumsum of log gates, constant
                                           // past the chunk's end; 256 contiguous bytes per chunk and head
 

@@ -63,6 +63,15 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   const int r0 = 16 * rb;  // this warp's rows
 
   load_keys_queries_gates<K, L::threads>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
+  if (args.keys.data()) {  // copies of the tiles, padded rows included, for the state pass
+    static_assert(L::ldk == K + pad<T>, "rows as in the workspace (chunk_args.cuh)");
+    auto* to_keys = reinterpret_cast<uint4*>(&args.keys(b, t0, hv, 0));
+    auto* to_queries = reinterpret_cast<uint4*>(&args.queries(b, t0, hv, 0));
+    for (int e = tid; e < n * L::ldk * int(sizeof(T)) / 16; e += L::threads) {
+      to_keys[e] = reinterpret_cast<const uint4*>(keys)[e];
+      to_queries[e] = reinterpret_cast<const uint4*>(queries)[e];
+    }
+  }
 
   chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, i, b, t0, n, hv);
 

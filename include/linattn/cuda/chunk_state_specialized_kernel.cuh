@@ -22,6 +22,7 @@
 #pragma once
 
 #include "async_copy.cuh"
+#include "bulk_copy.cuh"
 #include "chunk_args.cuh"
 #include "mma.cuh"
 #include "named_barrier.cuh"
@@ -56,7 +57,12 @@ struct chunk_state_specialized_layout {
   static constexpr int out_buffers = 2 * buffer;
   static constexpr int ring = out_buffers + 2 * out_buffer;
   static constexpr int written = ring + 2 * slot;                             // T [C, ldv]  diag(exp(b_C - b)) U~
-  static constexpr int bytes = written + chunk * ldv * 2;
+  static constexpr int state_arrived = written + chunk * ldv * 2;             // u64 [2]  W, K bytes in
+  static constexpr int out_arrived = state_arrived + 2 * 8;                   // u64 [2]  Q, score bytes in
+  static constexpr int bytes = out_arrived + 2 * 8;
+  // W, K, Q and the scores come as one bulk copy per tile from the workspace, head-major with
+  // rows padded as here (chunkwise.cuh)
+  static_assert(ldk == K + pad<T> && lds == chunk + pad<T>, "tile rows as in the workspace (chunkwise.cuh)");
   static_assert(gates % 16 == 0 && out_gates % 16 == 0 && buffer % 16 == 0, "16-byte gate copies");
 };
 
@@ -65,34 +71,62 @@ struct specialized_barriers {
   static constexpr int tiles_in = 1, out_tiles_in = 2, handover = 3;
 };
 
-/// The state warps queue one chunk's W, K, U (V) tiles and gates into `buf` (one commit group
-/// per thread).
+/// A tile laid out in global memory as in shared memory: `ld` elements per row, rows 16-byte
+/// aligned and adjacent.
+template <class T>
+struct bulk_tile {
+  T* tile;
+  int ld;
+  const T* from;
+};
+
+/// Copies rows [0, n) of each tile with one bulk copy, issued by thread 0 of the `Threads`
+/// calling threads and counted together on `arrived`, and zeroes rows [n, Rows).
+template <int Rows, int Threads, class T, int N>
+__device__ void load_tiles_bulk(const bulk_tile<T> (&tiles)[N], int n, std::uint64_t* arrived, int tid) {
+  if (tid == 0) {
+    unsigned bytes = 0;
+    for (const auto& x : tiles) bytes += unsigned(n * x.ld) * unsigned(sizeof(T));
+    mbarrier_expect_bytes(arrived, bytes);
+    for (const auto& x : tiles) copy_bulk(x.tile, x.from, unsigned(n * x.ld) * unsigned(sizeof(T)), arrived);
+  }
+  for (const auto& x : tiles) {
+    const int pieces = x.ld * int(sizeof(T)) / 16;
+    for (int e = tid; e < (Rows - n) * pieces; e += Threads) reinterpret_cast<uint4*>(x.tile + n * x.ld)[e] = make_uint4(0, 0, 0, 0);
+  }
+}
+
+/// The state warps queue one chunk's W and K tiles (bulk copies counted on `arrived`), U (V)
+/// tile and gates (one commit group per thread) into `buf`.
 template <class Rule, class T, int K, int BV>
-__device__ void load_state_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
-                                 index_t hv, index_t h, index_t v0, int tid) {
+__device__ void load_state_tiles(unsigned char* buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i,
+                                 index_t b, int t0, int n, index_t hv, index_t v0, int tid) {
   using L = chunk_state_specialized_layout<Rule, T, K, BV>;
   constexpr int R = L::role_threads;
+  const bulk_tile<T> keys{reinterpret_cast<T*>(buf + L::keys), L::ldk, &args.keys(b, t0, hv, 0)};
   if constexpr (corrects<Rule>) {
-    load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::wgt), L::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv, 0, tid);
+    const bulk_tile<T> tiles[2] = {{reinterpret_cast<T*>(buf + L::wgt), L::ldk, &args.w(b, t0, hv, 0)}, keys};
+    load_tiles_bulk<chunk, R>(tiles, n, arrived, tid);
     load_rows<chunk, BV, R>(reinterpret_cast<T*>(buf + L::values), L::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0,
                             tid);
   } else {
+    const bulk_tile<T> tiles[1] = {keys};
+    load_tiles_bulk<chunk, R>(tiles, n, arrived, tid);
     load_rows<chunk, BV, R>(reinterpret_cast<T*>(buf + L::values), L::ldv, args.in.v, b, t0, n, hv, v0, tid);
   }
-  load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h, 0, tid);
   args.load_gate_cumsum(reinterpret_cast<float*>(buf + L::gates), i, hv, tid);
   commit_copies();
 }
 
-/// The output warps queue one chunk's Q and score tiles and gates into `buf`.
+/// The output warps queue one chunk's Q and score tiles (bulk copies counted on `arrived`)
+/// and gates (one commit group per thread) into `buf`.
 template <class Rule, class T, int K, int BV>
-__device__ void load_output_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
-                                  index_t hv, index_t h, int tid) {
+__device__ void load_output_tiles(unsigned char* buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i,
+                                  index_t b, int t0, int n, index_t hv, int tid) {
   using L = chunk_state_specialized_layout<Rule, T, K, BV>;
-  constexpr int R = L::role_threads;
-  load_rows<chunk, K, R>(reinterpret_cast<T*>(buf + L::queries), L::ldk, args.in.q, b, t0, n, h, 0, tid);
-  load_rows<chunk, chunk, R>(reinterpret_cast<T*>(buf + L::scores), L::lds, tensor_view<const T, 4>(args.scores), b, t0, n,
-                             hv, 0, tid);
+  const bulk_tile<T> tiles[2] = {{reinterpret_cast<T*>(buf + L::queries), L::ldk, &args.queries(b, t0, hv, 0)},
+                                 {reinterpret_cast<T*>(buf + L::scores), L::lds, &args.scores(b, t0, hv, 0)}};
+  load_tiles_bulk<chunk, L::role_threads>(tiles, n, arrived, tid);
   args.load_gate_cumsum(reinterpret_cast<float*>(buf + L::out_gates), i, hv, tid);
   commit_copies();
 }
@@ -108,7 +142,6 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   const auto slot_fresh = [&](int c) { return reinterpret_cast<T*>(smem + L::ring + (c % 2) * L::slot + L::slot_fresh); };
 
   const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV;
-  const index_t h = hv / args.group;
   const span s = args.sequence(n_seq);
   const index_t b = s.b;
   const int end = s.start + s.length, chunks = (s.length + chunk - 1) / chunk;
@@ -117,6 +150,10 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   const int r0 = 16 * role_warp;  // the warp's tokens of U~ or O
   const auto col = [&](int nt, int e) { return 8 * nt + 2 * t + (e & 1); };
   const ldm_lane al{lane % 16, (lane / 16) * 8}, bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
+  auto* state_arrived = reinterpret_cast<std::uint64_t*>(smem + L::state_arrived);  // [2], per state buffer
+  auto* out_arrived = reinterpret_cast<std::uint64_t*>(smem + L::out_arrived);      // [2], per output buffer
+  if (threadIdx.x < 4) mbarrier_init(threadIdx.x < 2 ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - 2);
+  __syncthreads();
 
   if (int(threadIdx.x) >= R) {
     // ---- output warps: O of chunk c from slot c % 2 ----
@@ -124,12 +161,14 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     const auto load = [&](int c) {
       const int from = s.start + c * chunk;
       if (c < chunks)
-        load_output_tiles<Rule, T, K, BV>(buffer(c), args, s.first_chunk + c, b, from, min(chunk, end - from), hv, h, tid);
+        load_output_tiles<Rule, T, K, BV>(buffer(c), out_arrived + c % 2, args, s.first_chunk + c, b, from,
+                                          min(chunk, end - from), hv, tid);
     };
     load(0);
     for (int c = 0; c < chunks; ++c) {
       const int t0 = s.start + c * chunk, n = min(chunk, end - t0);
       wait_copies<0>();
+      mbarrier_wait(out_arrived + c % 2, unsigned(c / 2) & 1u);
       barrier_sync(bars::out_tiles_in, R);  // chunk c's tiles are in; chunk c - 1's buffer is free
       load(c + 1);
       T* queries = reinterpret_cast<T*>(buffer(c) + L::queries);
@@ -218,14 +257,16 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
 
   const auto buffer = [&](int c) { return smem + (c % 2) * L::buffer; };
   if (chunks > 0)
-    load_state_tiles<Rule, T, K, BV>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0, tid);
+    load_state_tiles<Rule, T, K, BV>(buffer(0), state_arrived, args, s.first_chunk, b, s.start, min(chunk, s.length), hv, v0,
+                                     tid);
   for (int c = 0; c < chunks; ++c) {
     const int t0 = s.start + c * chunk;
     wait_copies<0>();
+    mbarrier_wait(state_arrived + c % 2, unsigned(c / 2) & 1u);
     barrier_sync(bars::tiles_in, R);  // this chunk's tiles and H are in; the other buffer is free
     if (c + 1 < chunks)
-      load_state_tiles<Rule, T, K, BV>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk,
-                                       min(chunk, end - t0 - chunk), hv, h, v0, tid);
+      load_state_tiles<Rule, T, K, BV>(buffer(c + 1), state_arrived + (c + 1) % 2, args, s.first_chunk + c + 1, b,
+                                       t0 + chunk, min(chunk, end - t0 - chunk), hv, v0, tid);
     const unsigned char* buf = buffer(c);
     const T* wgt = reinterpret_cast<const T*>(buf + L::wgt);
     const T* keys = reinterpret_cast<const T*>(buf + L::keys);

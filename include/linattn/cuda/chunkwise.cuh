@@ -144,16 +144,29 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   }
   const std::size_t n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + detail::chunk - 1) / detail::chunk));
   using detail::scratch;
+  // For the warp-specialised state pass, W, the scores and copies of K and Q head-major with
+  // padded rows ([B, HV, T, K + pad] etc.): a chunk's rows of one value head are one block,
+  // laid out as that pass's shared tiles, which it copies whole (bulk_copy.cuh).
+  const bool whole_tiles = sizeof(E) == 2 && detail::specialized_state_columns(p, detail::multiprocessors()) != 0;
+  const index_t pad = whole_tiles ? detail::pad<E> : 0, ldw = p.K + pad, lds = detail::chunk + pad;
+  const auto workspace_view = [&](E* data, index_t width, index_t ld) {
+    if (!whole_tiles) return view(data, p.B, p.T, p.HV, width);
+    return tensor_view<E, 4>(data, {p.B, p.T, p.HV, width}, {p.HV * p.T * ld, ld, p.T * ld, 1});
+  };
   scratch ws(scratch::round(seqs.size() * sizeof(detail::span)) + scratch::round(chunks.size() * sizeof(detail::span)) +
-                 scratch::round(tokens * p.K * sizeof(E)) + scratch::round(tokens * p.V * sizeof(E)) +
-                 scratch::round(tokens * detail::chunk * sizeof(E)) +
+                 scratch::round(tokens * ldw * sizeof(E)) * (whole_tiles ? 3 : 1) + scratch::round(tokens * p.V * sizeof(E)) +
+                 scratch::round(tokens * lds * sizeof(E)) +
                  scratch::round(n_chunks * std::size_t(p.HV) * detail::chunk * sizeof(float)),
              stream);
   args.seqs = detail::upload(ws, seqs, stream);
   args.chunks = detail::upload(ws, chunks, stream);
-  args.w = view(ws.take<E>(tokens * p.K), p.B, p.T, p.HV, p.K);
+  args.w = workspace_view(ws.take<E>(tokens * ldw), p.K, ldw);
   args.u = view(ws.take<E>(tokens * p.V), p.B, p.T, p.HV, p.V);
-  args.scores = view(ws.take<E>(tokens * detail::chunk), p.B, p.T, p.HV, index_t(detail::chunk));
+  args.scores = workspace_view(ws.take<E>(tokens * lds), index_t(detail::chunk), lds);
+  if (whole_tiles) {
+    args.keys = workspace_view(ws.take<E>(tokens * ldw), p.K, ldw);
+    args.queries = workspace_view(ws.take<E>(tokens * ldw), p.K, ldw);
+  }
   args.gate_cumsum = view(ws.take<float>(n_chunks * p.HV * detail::chunk), index_t(n_chunks), p.HV, index_t(detail::chunk));
 
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// One-instruction tile copies (sm_90 bulk copies, the TMA unit): a whole tile that is laid out
+/// in global memory exactly as in shared memory (padded rows included) arrives with one copy,
+/// issued by one thread, instead of one cp.async per 16 bytes per thread. An mbarrier counts
+/// the bytes; the threads that read the tile wait on its phase.
+#pragma once
+
+#include <cstdint>
+
+namespace linattn::cuda::detail {
+
+__device__ inline unsigned shared_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+/// Initialises an mbarrier for one arrival per phase (the thread that issues the copies); the
+/// block synchronises before using it.
+__device__ inline void mbarrier_init(std::uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(bar)) : "memory");
+}
+
+/// The phase's arrival, announcing `bytes` to arrive by bulk copies on `bar`.
+__device__ inline void mbarrier_expect_bytes(std::uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes) : "memory");
+}
+
+/// Waits until the phase with parity `parity` of `bar` has completed (acquire: the bytes the
+/// copies wrote are visible).
+__device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n wait_%=:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra wait_%=;\n}\n" ::"r"(shared_address(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+/// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared
+/// memory, counted on `bar`.
+__device__ inline void copy_bulk(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   shared_address(dst)),
+               "l"(src), "r"(bytes), "r"(shared_address(bar))
+               : "memory");
+}
+
+}  // namespace linattn::cuda::detail
