@@ -2,9 +2,10 @@
 /// \file
 /// The library's stream-ordered memory pool, one per device. The chunkwise form needs a
 /// workspace of K + V + 64 input-type elements per token and value head (W, U, the intra-chunk
-/// scores) plus 256 bytes per chunk and value head (the gate cumsums); taking it from a pool that keeps freed memory reserved (release threshold
-/// unlimited) means repeated calls reuse it instead of mapping it anew after every
-/// synchronisation, which costs about a millisecond per gigabyte. The memory stays reserved
+/// scores; more for the warp-specialised state pass, chunkwise.cuh) plus 256 bytes per chunk
+/// and value head (the gate cumsums); taking it from a pool that keeps freed memory reserved
+/// (release threshold unlimited) means repeated calls reuse it instead of mapping it anew after
+/// every synchronisation, which costs about a millisecond per gigabyte. The memory stays reserved
 /// until `linattn::cuda::trim_workspace()` hands it back.
 #pragma once
 
