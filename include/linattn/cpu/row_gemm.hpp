@@ -189,11 +189,17 @@ void row_gemm(CBlock&& C, strided<A> a, const BBlock& B, const A* alpha = nullpt
     C.noalias() = Am * B;
   } else if (!alpha && beta == A(1)) {
     C.noalias() += Am * B;
+  } else if (!alpha) {
+    C *= beta;
+    C.noalias() += Am * B;
+  } else if (beta == A(0)) {
+    C.noalias() = Am * B;
+    C = Eigen::Map<const col_vec<A>>(alpha, m).asDiagonal() * C;  // row scaling in place
   } else {
-    mat<A> P = Am * B;  // [m, n]
-    if (alpha) P = Eigen::Map<const col_vec<A>>(alpha, m).asDiagonal() * P;
-    if (beta == A(0)) C = P;
-    else C = beta * C + P;
+    for (index_t i = 0; i < m; ++i) {  // row by row: no [m, n] temporary in the chunk loop
+      C.row(i) *= beta;
+      C.row(i).noalias() += alpha[i] * (Am.row(i) * B);
+    }
   }
 }
 
