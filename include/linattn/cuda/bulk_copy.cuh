@@ -34,6 +34,10 @@ __device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned parity) {
       : "memory");
 }
 
+/// Orders this thread's earlier accesses of shared memory (generic proxy: plain stores,
+/// ldmatrix) before later bulk copies into it (async proxy) that a barrier orders after them.
+__device__ inline void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 /// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared
 /// memory, counted on `bar`.
 __device__ inline void copy_bulk(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {

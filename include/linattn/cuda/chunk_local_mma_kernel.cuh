@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
 
   // Q K^T and K K^T on this warp's rows, column blocks p = 2 lp + ch <= rb (the rest is
   // masked); the accumulators hold this warp's blocks only
-  const ldm_lane al{lane % 16, (lane / 16) * 8}, bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
+  const ldm_lane al = ldm_lane::a_tile(lane), bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
   float sc[CT / 2][4] = {}, gr[CT / 2][4] = {};
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {

@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   const int role_warp = (int(threadIdx.x) % R) / 32, tid = int(threadIdx.x) % R;
   const int r0 = 16 * role_warp;  // the warp's tokens of U~ or O
   const auto col = [&](int nt, int e) { return 8 * nt + 2 * t + (e & 1); };
-  const ldm_lane al{lane % 16, (lane / 16) * 8}, bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
+  const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
   auto* state_arrived = reinterpret_cast<std::uint64_t*>(smem + L::state_arrived);  // [2], per state buffer
   auto* out_arrived = reinterpret_cast<std::uint64_t*>(smem + L::out_arrived);      // [2], per output buffer
   if (threadIdx.x < 4) mbarrier_init(threadIdx.x < 2 ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - 2);
@@ -178,36 +178,14 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       const T* state = slot_state(c);
       const T* fresh = slot_fresh(c);
       float o[NT][4] = {};
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        std::uint32_t a[4];
-        ldmatrix_x4(a, queries + (r0 + al.row) * L::ldk + 16 * ks + al.col);
-#pragma unroll
-        for (int p = 0; p < NT / 2; ++p) {
-          std::uint32_t bh[4];
-          ldmatrix_x4<true>(bh, state + (16 * ks + kl.row) * L::ldv + 16 * p + kl.col);
-          mma_16816<T>(o[2 * p], a, bh[0], bh[1]);
-          mma_16816<T>(o[2 * p + 1], a, bh[2], bh[3]);
-        }
-      }
+      mma_rows_kn<T, NT, K / 16>(o, queries + r0 * L::ldk, L::ldk, state, L::ldv, lane);
       const float f[2] = {args.scale * __expf(gates[r0 + g]), args.scale * __expf(gates[r0 + g + 8])};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[nt][e] *= f[e >> 1];
-#pragma unroll
-      for (int q = 0; q < chunk / 16; ++q) {  // scores causal: k-steps q <= the warp's row block
-        if (q > role_warp) continue;
-        std::uint32_t a[4];
-        ldmatrix_x4(a, scores + (r0 + al.row) * L::lds + 16 * q + al.col);
-#pragma unroll
-        for (int p = 0; p < NT / 2; ++p) {
-          std::uint32_t bu[4];
-          ldmatrix_x4<true>(bu, fresh + (16 * q + kl.row) * L::ldv + 16 * p + kl.col);
-          mma_16816<T>(o[2 * p], a, bu[0], bu[1]);
-          mma_16816<T>(o[2 * p + 1], a, bu[2], bu[3]);
-        }
-      }
+      // scores causal: k-steps up to the warp's row block
+      mma_rows_kn<T, NT, chunk / 16>(o, scores + r0 * L::lds, L::lds, fresh, L::ldv, lane, role_warp + 1);
       // the warp's rows of O -> its own (no longer read) query rows -> 16-byte stores
       T* stage = queries + r0 * L::ldk;
 #pragma unroll
@@ -225,6 +203,9 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         load8(stage + r * L::ldk + j, y);
         store8(args.out, b, t0 + r0 + r, hv, v0 + j, y);
       }
+      // the stores into the query tile (and any zero rows) before the tile's next bulk refill,
+      // issued after the next out_tiles_in barrier
+      fence_proxy_async_shared();
     }
     return;
   }
@@ -287,18 +268,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       }
     if constexpr (corrects<Rule>) {
       float wh[NT][4] = {};
-#pragma unroll
-      for (int ks = 0; ks < K / 16; ++ks) {
-        std::uint32_t a[4];
-        ldmatrix_x4(a, wgt + (r0 + al.row) * L::ldk + 16 * ks + al.col);
-#pragma unroll
-        for (int p = 0; p < NT / 2; ++p) {
-          std::uint32_t bh[4];
-          ldmatrix_x4<true>(bh, state + (16 * ks + kl.row) * L::ldv + 16 * p + kl.col);
-          mma_16816<T>(wh[2 * p], a, bh[0], bh[1]);
-          mma_16816<T>(wh[2 * p + 1], a, bh[2], bh[3]);
-        }
-      }
+      mma_rows_kn<T, NT, K / 16>(wh, wgt + r0 * L::ldk, L::ldk, state, L::ldv, lane);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll

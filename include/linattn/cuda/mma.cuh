@@ -119,13 +119,38 @@ __device__ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
 }
 
 /// Lane offsets (row, column) into a row-major tile for one ldmatrix_x4 that yields
+///  - `a_tile`: the A fragment of a [16, 16] tile;
 ///  - `b_tiles`: the B fragments of two n-tiles (rows = n, columns = k: r = {b0, b1} of n-tile 0,
 ///    then of n-tile 1), or, with Trans, C-layout pairs of a [k, n] tile read transposed;
 ///  - `kn_tiles` (Trans): the B fragments of two n-tiles from a tile stored [k, n].
 struct ldm_lane {
   int row, col;
+  __device__ static ldm_lane a_tile(int lane) { return {lane % 16, (lane / 16) * 8}; }
   __device__ static ldm_lane b_tiles(int lane) { return {(lane % 8) + (lane / 16) * 8, ((lane / 8) % 2) * 8}; }
   __device__ static ldm_lane kn_tiles(int lane) { return {(lane % 8) + ((lane / 8) % 2) * 8, (lane / 16) * 8}; }
 };
+
+/// acc[16, 8 NT] += A B over k-steps [0, steps) (steps <= Steps; a causal product stops
+/// early): A the warp's 16 rows of a row-major tile at `a` (row stride lda), B rows [0, 16 steps)
+/// of a row-major [k, n] tile at `b` (row stride ldb), n-tiles in pairs.
+template <class T, int NT, int Steps>
+__device__ inline void mma_rows_kn(float (&acc)[NT][4], const T* a, int lda, const T* b, int ldb, int lane,
+                                   int steps = Steps) {
+  static_assert(NT % 2 == 0, "n-tiles in pairs");
+  const ldm_lane al = ldm_lane::a_tile(lane), kl = ldm_lane::kn_tiles(lane);
+#pragma unroll
+  for (int s = 0; s < Steps; ++s) {
+    if (s >= steps) continue;
+    std::uint32_t x[4];
+    ldmatrix_x4(x, a + al.row * lda + 16 * s + al.col);
+#pragma unroll
+    for (int p = 0; p < NT / 2; ++p) {
+      std::uint32_t y[4];
+      ldmatrix_x4<true>(y, b + (16 * s + kl.row) * ldb + 16 * p + kl.col);
+      mma_16816<T>(acc[2 * p], x, y[0], y[1]);
+      mma_16816<T>(acc[2 * p + 1], x, y[2], y[3]);
+    }
+  }
+}
 
 }  // namespace linattn::cuda::detail
