@@ -82,6 +82,9 @@ class additive_span {
         Ks_.row(i) = K_.row(i).cwiseProduct(ex(b_.row(ps) - b_.row(i)));
       }
     }
+    // A span of one output tile (every chunk up to C = 64) takes its scores here, with the
+    // rest of the state-free work; longer spans take them tile by tile in emit.
+    if (n > 0 && n <= tile) scores(0, n);
   }
 
   /// Writes the span's outputs to out(b, t0 + r, hv, :), given the state H at span start.
@@ -89,7 +92,7 @@ class additive_span {
     const bool finite_values = all_finite(V_.topRows(n_));
     for (index_t r0 = 0; r0 < n_; r0 += tile) {
       const index_t r1 = std::min(r0 + tile, n_), m = r1 - r0;
-      scores(r0, r1);
+      if (n_ > tile) scores(r0, r1);  // else in load
       auto O = O_.topRows(m);  // [m, V]
       // O = (Q ⊙ exp(b)) H: the scalar gate as a row factor of the product.
       if constexpr (decay == decay_kind::vector) {

@@ -41,10 +41,11 @@ inline constexpr index_t window_tokens = 1024;
 /// run_spans on several threads. A fixed split (one group of tasks per thread for the whole
 /// call) makes the call as slow as its slowest thread: another process on one of the cores
 /// held up the end of the call (two threads measured 1.56-2.02x one thread on one build).
-/// Here the groups are smaller (at least 4 per thread) and the sequences are cut into
+/// Here the groups are smaller (at least 2 per thread) and the sequences are cut into
 /// windows of window_tokens: unit (window w, group g) runs group g's spans of window w. The
 /// threads take units in order (every group of window 0, then of window 1, ...) as they
-/// finish the previous one, so a slower thread takes fewer units; a unit waits for the same
+/// finish the previous one, so a slower thread takes fewer units (with 2 groups per thread,
+/// up to 2 x threads - 1 units per unit of the slowest); a unit waits for the same
 /// group's previous window (taken `groups` units earlier, so normally done), with no barrier
 /// between windows (a barrier per window left one thread idle at every window end: two
 /// threads 168-196 ms against 149-177 ms without, B1 T8192 H16, same minutes). The
@@ -55,7 +56,10 @@ void run_spans_windowed(const typename Rule::template inputs<T>& in, const tenso
                         const options<A>& opt, const detail::problem& p, index_t span) {
   using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, Cum>;
   const index_t tasks = p.N * p.HV;
-  const index_t group = std::clamp<index_t>(tasks / (4 * static_cast<index_t>(p.threads)), 1, lockstep_heads);
+  // Not fewer than 4 heads per group where there are enough: B1 T8192 H16 on one thread took
+  // 6 % longer in groups of 2 than of 4, 8 or 16 (rows of neighbouring heads share pages), and
+  // on two threads 2 groups of 8 < 4 of 4 < 8 of 2 by 1-2 % (CPU time, 12 interleaved runs).
+  const index_t group = std::clamp<index_t>(tasks / (2 * static_cast<index_t>(p.threads)), 1, lockstep_heads);
   const index_t groups = (tasks + group - 1) / group, longest = p.max_length();
   const index_t window = std::max<index_t>(1, window_tokens / span) * span;  // whole spans
   const int slots = static_cast<int>(std::min<index_t>(p.threads, groups));
@@ -138,43 +142,64 @@ void run_spans(const typename Rule::template inputs<T>& in, const tensor_view<T,
 template <class W>
 concept chunk_local_span = W::chunk_local_load;
 
-/// Chunkwise form when sequences x value heads < threads: windows of chunks of every
-/// (sequence, value head) are loaded in parallel (the chunk-local work: Gram, T, W, U), then
-/// each task's state pass runs over the window's chunks in order. Every chunk sees exactly
-/// the operations of the one-chunk-at-a-time path, so results do not depend on the thread count.
+/// Chunks per unit of run_chunks_across_threads.
+inline constexpr index_t window_chunks = 2;
+
+/// Chunkwise form when sequences x value heads < threads: the sequences go in windows of
+/// window_chunks chunks, and unit (window w, task i) loads its chunks (the chunk-local work:
+/// Gram, T, scores), waits for unit (w - 1, i), then runs the state pass (emit + advance) over
+/// them. Free threads take units in order, so while one thread runs the state pass of window
+/// w, the next ones load windows w + 1, w + 2, ... into their own workspaces, and each state
+/// pass reads chunks its own thread loaded (only the [K, V] state moves between cores). Two
+/// earlier versions lost to one thread on B1 T8192 H1 K=V=128: alternating a parallel load
+/// phase with the state pass (0.84x), and overlapping them with the loads on the other thread
+/// (1.08x: the state pass then read every chunk from the other core's cache). Every chunk sees
+/// exactly the operations of the one-chunk-at-a-time path, so results do not depend on the
+/// thread count.
 template <class Rule, class T, class A>
 void run_chunks_across_threads(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                                const options<A>& opt, const detail::problem& p) {
   using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, A>;
-  const index_t tasks = p.N * p.HV, C = p.chunk;
-  // About four loads per thread per window; memory: tasks * window chunk workspaces.
-  const index_t window = (4 * static_cast<index_t>(p.threads) + tasks - 1) / tasks;
-  const index_t chunks = (p.max_length() + C - 1) / C;
+  const index_t tasks = p.N * p.HV, C = p.chunk, window = window_chunks * C;  // window in tokens
+  const index_t units = ((p.max_length() + window - 1) / window) * tasks;
+  const int slots = static_cast<int>(std::min<index_t>(p.threads, units));
+  std::vector<worker> w;  // [slots, window_chunks]: each thread's loaded chunks
+  w.reserve(static_cast<std::size_t>(slots * window_chunks));
+  for (index_t j = 0; j < slots * window_chunks; ++j) w.emplace_back(C, p.K, p.V);
   std::vector<mat<A>> H(static_cast<std::size_t>(tasks), mat<A>(p.K, p.V));  // [K, V] per task
-  std::vector<worker> w;                                                        // [tasks, window]
-  w.reserve(static_cast<std::size_t>(tasks * window));
-  for (index_t i = 0; i < tasks * window; ++i) w.emplace_back(C, p.K, p.V);
   for (index_t i = 0; i < tasks; ++i) load_state(opt.initial_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
-  for (index_t c0 = 0; c0 < chunks; c0 += window) {
-    const index_t nc = std::min(window, chunks - c0);
-    detail::parallel_for(tasks * nc, p.threads, [&](index_t j, int) {
-      const flush_denormals ftz;
-      const index_t i = j / nc, c = j % nc, seq = i / p.HV, hv = i % p.HV;
-      const index_t t = (c0 + c) * C, len = p.length(seq);
-      const index_t n = t < len ? std::min(C, len - t) : 0;
-      w[std::size_t(i * window + c)].load(in, p.batch(seq), p.start(seq) + t, n, p.qk_head(hv), hv,
-                                          static_cast<A>(p.scale));
-    });
-    detail::parallel_for(tasks, p.threads, [&](index_t i, int) {
-      const flush_denormals ftz;
-      const index_t seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
-      for (index_t c = 0; c < nc && (c0 + c) * C < len; ++c) {
-        worker& s = w[std::size_t(i * window + c)];
-        s.emit(H[std::size_t(i)], out, p.batch(seq), p.start(seq) + (c0 + c) * C, hv);
-        s.advance(H[std::size_t(i)]);
+  std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(tasks));  // windows finished per task
+  for (auto& d : done) d.store(0);
+  detail::parallel_for(units, slots, [&](index_t u, int slot) {
+    const flush_denormals ftz;
+    const index_t win = u / tasks, i = u % tasks, seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
+    auto& d = done[std::size_t(i)];
+    const auto wait = [&] {
+      while (d.load(std::memory_order_acquire) < win) std::this_thread::yield();
+    };
+    // Published in order also when this unit throws, so that nobody waits forever and
+    // (w + 1, i) never runs beside (w - 1, i).
+    struct publish {
+      std::atomic<index_t>& d;
+      index_t win;
+      decltype(wait)& wait_turn;
+      ~publish() {
+        wait_turn();
+        d.store(win + 1, std::memory_order_release);
       }
-    });
-  }
+    } const published{d, win, wait};
+    worker* mine = &w[std::size_t(slot * window_chunks)];
+    const index_t t0 = win * window, nc = t0 < len ? (std::min(window, len - t0) + C - 1) / C : 0;
+    for (index_t c = 0; c < nc; ++c) {
+      const index_t t = t0 + c * C;
+      mine[c].load(in, p.batch(seq), p.start(seq) + t, std::min(C, len - t), p.qk_head(hv), hv, static_cast<A>(p.scale));
+    }
+    wait();
+    for (index_t c = 0; c < nc; ++c) {
+      mine[c].emit(H[std::size_t(i)], out, p.batch(seq), p.start(seq) + t0 + c * C, hv);
+      mine[c].advance(H[std::size_t(i)]);
+    }
+  });
   for (index_t i = 0; i < tasks; ++i) store_state(opt.final_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
 }
 

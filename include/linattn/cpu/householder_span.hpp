@@ -42,7 +42,7 @@ class householder_span {
   /// the result) accepted from the explicit T: it loses about log2 of this many mantissa bits
   /// (8 of float's 24, 17 of double's 53).
   static constexpr A max_cancellation = sizeof(A) == 4 ? A(256) : A(131072);
-  /// `load` does the chunk-local work (Gram, T) that chunks may do in parallel.
+  /// `load` does the chunk-local work (Gram, T, scores) that chunks may do in parallel.
   static constexpr bool chunk_local_load = true;
 
   /// Spans up to max_chunk_size tokens (chunks) form T explicitly; longer ones (the parallel
