@@ -256,7 +256,10 @@ void apply(benchmark::internal::Benchmark* b, const run_settings& r, bool real_t
   if (real_time) b->UseRealTime();
   if (r.min_time > 0) b->MinTime(r.min_time);
   if (r.iterations > 0) b->Iterations(r.iterations);
-  if (r.repetitions > 0) b->Repetitions(r.repetitions)->DisplayAggregatesOnly();
+  if (r.repetitions > 0)
+    b->Repetitions(r.repetitions)
+        ->DisplayAggregatesOnly()
+        ->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
 template <class Rule>
@@ -331,7 +334,7 @@ void register_all(mode m) {
   } else if (m == mode::threads) {
     // Thread scaling at T=8192, K=V=128, wall time: H=16 (heads spread over threads) and
     // H=1, H=2 (fewer heads than threads: the delta rule's chunks go across threads).
-    const run_settings r{0, 0, 3, true};
+    const run_settings r{0, 0, 5, true};
     for (index_t H : {1, 2, 16}) {
       add_rules<GatedDelta>(shape{1, 8192, H, 128, 128, 64}, {64}, {1, 2}, false, r);
       add_rules<ScalarDecay>(shape{1, 8192, H, 128, 128, 64}, {64}, {1, 2}, false, r);
@@ -410,7 +413,7 @@ class summary_reporter : public median_reporter {
     line("\nSummary (threads=1: CPU time, threads>1: wall time; vs rec = speed-up over the recurrent"
          " form of the same rule and threads; vs smax = speed-up over the fastest softmax-attention row"
          " of the same shape and threads; %%GEMM = GFLOP/s / gemm_1024 GFLOP/s)");
-    line("%-16s %-10s %6s %4s %8s %10s %11s %8s %8s %8s %6s", "rule", "form", "T", "C", "threads", "ms",
+    line("%-16s %-10s %6s %4s %4s %8s %10s %11s %8s %8s %8s %6s", "rule", "form", "T", "H", "C", "threads", "ms",
          "tokens/s", "GFLOP/s", "vs rec", "vs smax", "%GEMM");
     for (const std::string& name : order()) {
       const row_info& i = registry().at(name);
@@ -421,13 +424,44 @@ class summary_reporter : public median_reporter {
       const std::string vs_rec = rec > 0 ? fixed(rec / t, "%.2fx") : "-";
       const std::string vs_smax = smax > 0 ? fixed(smax / t, "%.2fx") : "-";
       const std::string of_gemm = gemm > 0 ? fixed(100 * gflops(name) / gemm, "%.0f") : "-";
-      line("%-16s %-10s %6td %4s %8d %10.2f %11.0f %8.2f %8s %8s %6s", i.rule.c_str(), form_name(i.f), i.s.T,
-           c.c_str(), i.s.threads, t * 1e3, double(i.s.B * i.s.T) / t, gflops(name), vs_rec.c_str(),
+      line("%-16s %-10s %6td %4td %4s %8d %10.2f %11.0f %8.2f %8s %8s %6s", i.rule.c_str(), form_name(i.f), i.s.T,
+           i.s.H, c.c_str(), i.s.threads, t * 1e3, double(i.s.B * i.s.T) / t, gflops(name), vs_rec.c_str(),
            vs_smax.c_str(), of_gemm.c_str());
     }
     if (gemm > 0)
-      line("%-16s %-10s %6s %4s %8d %10.2f %11s %8.2f %8s %8s %6s", "gemm_1024", "eigen", "-", "-", 1,
+      line("%-16s %-10s %6s %4s %4s %8d %10.2f %11s %8.2f %8s %8s %6s", "gemm_1024", "eigen", "-", "-", "-", 1,
            seconds("gemm_1024") * 1e3, "-", gemm, "-", "-", "100");
+    print_scaling();
+  }
+
+  /// Rows on several threads against the same row on one thread: the ratio of the median
+  /// repetitions, and of the fastest ones (each row's least disturbed one; on a shared machine the
+  /// other tenants slow a two-thread row whenever either core is busy, a one-thread row only
+  /// when its own core is).
+  void print_scaling() const {
+    bool header = false;
+    for (const std::string& name : order()) {
+      const row_info& i = registry().at(name);
+      const std::string one = one_thread_of(name, i);
+      if (i.rule.empty() || i.s.threads == 1 || seconds(name) == 0 || seconds(one) == 0) continue;
+      if (!header) {
+        line("\nThread scaling (%s; x = one-thread time / this row's time)",
+             registry().at(one).real_time ? "wall time" : "one thread: CPU time, more: wall time");
+        line("%-16s %-10s %6s %4s %4s %8s %10s %10s %9s %10s %10s %9s", "rule", "form", "T", "H", "C", "threads",
+             "1 thr ms", "n thr ms", "x median", "1 thr best", "n thr best", "x best");
+        header = true;
+      }
+      const std::string c = i.f == form::chunkwise ? std::to_string(i.s.C) : "-";
+      line("%-16s %-10s %6td %4td %4s %8d %10.2f %10.2f %8.2fx %10.2f %10.2f %8.2fx", i.rule.c_str(), form_name(i.f),
+           i.s.T, i.s.H, c.c_str(), i.s.threads, seconds(one) * 1e3, seconds(name) * 1e3, seconds(one) / seconds(name),
+           fastest(one) * 1e3, fastest(name) * 1e3, fastest(one) / fastest(name));
+    }
+  }
+
+  /// Name of the same row on one thread.
+  static std::string one_thread_of(const std::string& name, const row_info& i) {
+    const std::string tail = "/threads:" + std::to_string(i.s.threads);
+    return name.substr(0, name.size() - tail.size()) + "/threads:1";
   }
 
   /// decode_step and state copies: time per call, bytes moved per second (the state read and

@@ -117,6 +117,7 @@ class median_reporter : public benchmark::ConsoleReporter {
       const double total = wall_ && wall_(name) ? r.real_accumulated_time : r.cpu_accumulated_time;  // seconds
       if (r.run_type == Run::RT_Iteration) all_[name].push_back(total / double(r.iterations));
       else if (r.aggregate_name == "median") medians_[name] = total / double(r.iterations);
+      else if (r.aggregate_name == "min") mins_[name] = total / double(r.iterations);
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -139,6 +140,14 @@ class median_reporter : public benchmark::ConsoleReporter {
     return s[s.size() / 2];
   }
 
+  /// Fastest repetition of a row (seconds per iteration; the "min" statistic that
+  /// add_min_statistic registers), or 0 when it did not run.
+  double fastest(const std::string& name) const {
+    if (const auto m = mins_.find(name); m != mins_.end()) return m->second;
+    const auto it = all_.find(name);
+    return it == all_.end() || it->second.empty() ? 0 : *std::min_element(it->second.begin(), it->second.end());
+  }
+
   void line(const char* fmt, auto... args) const {
     char buf[320];
     std::snprintf(buf, sizeof buf, fmt, args...);
@@ -149,6 +158,7 @@ class median_reporter : public benchmark::ConsoleReporter {
   std::function<bool(const std::string&)> wall_;
   std::map<std::string, std::vector<double>> all_;  // per iteration run
   std::map<std::string, double> medians_;           // median aggregates (repetitions)
+  std::map<std::string, double> mins_;              // min aggregates (repetitions)
 };
 
 /// The command line: `ours(flag)` consumes the program's own flags (returns true); the rest

@@ -338,15 +338,22 @@ def plot_threads(plt, rows, ctx, out):
             series[(r["rule"], r["form"], r.get("H", 0), r.get("C", 0))][r["threads"]] = r["tokens_per_s"]
     if not series:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 5))
     top = 1
+    # colour: H; line and marker: rule and form (so that no two lines look alike)
+    heads = sorted({H for (_, _, H, _) in series})
+    colours = dict(zip(heads, ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"] * 4))
+    styles = {}
+    for key in sorted({(rule, form) for (rule, form, _, _) in series}):
+        styles[key] = [("-", "^"), ("--", "o"), ("-.", "s"), (":", "D"), ("-", "v"), ("--", "P")][len(styles) % 6]
     for (rule, form, H, C), pts in sorted(series.items()):
         if 1 not in pts:
             continue
         ths = sorted(pts)
         top = max(top, ths[-1])
         label = f"{rule} {form} H={H}" + (f" C={C}" if C else "") + f" ({pts[1]:,.0f} tok/s on 1)"
-        ax.plot(ths, [pts[t] / pts[1] for t in ths], marker=FORM_STYLE[form][1], label=label)
+        line, marker = styles[(rule, form)]
+        ax.plot(ths, [pts[t] / pts[1] for t in ths], linestyle=line, marker=marker, color=colours[H], label=label)
     ax.plot([1, top], [1, top], "k:", linewidth=0.8, label="linear")
     ax.set_xlabel("threads (options::threads)")
     ax.set_ylabel("speed-up over one thread (×, wall time)")
