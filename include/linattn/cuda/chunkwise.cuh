@@ -102,12 +102,13 @@ void launch_local_pass(const chunk_args<Rule, E>& args, std::size_t n_chunks, co
 /// warps (splitting each group's key columns), more take all value columns in one block of
 /// one-warp groups: as few blocks as fill the multiprocessors, each reading the chunk's Q, K,
 /// W tiles once. fp32 inputs: the shared-memory state pass with 3xTF32 products.
+/// `specialized` = specialized_state_columns(p, sms), as the workspace was laid out for.
 template <class Rule, class E, int K, int V>
-void launch_state_pass(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
-  const index_t sms = multiprocessors();
+void launch_state_pass(const chunk_args<Rule, E>& args, const problem& p, index_t sms, int specialized,
+                       cudaStream_t stream) {
   if constexpr (sizeof(E) == 2) {
     const index_t units = p.N * p.HV * (V / 16);  // 16-column groups
-    switch (specialized_state_columns(p, sms)) {
+    switch (specialized) {
       case 16: return launch_state_specialized<Rule, E, K, V, 16>(args, p, stream);
       case 32: return launch_state_specialized<Rule, E, K, V, 32>(args, p, stream);
       default: break;
@@ -147,7 +148,9 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   // For the warp-specialised state pass, W, the scores and copies of K and Q head-major with
   // padded rows ([B, HV, T, K + pad] etc.): a chunk's rows of one value head are one block,
   // laid out as that pass's shared tiles, which it copies whole (bulk_copy.cuh).
-  const bool whole_tiles = sizeof(E) == 2 && detail::specialized_state_columns(p, detail::multiprocessors()) != 0;
+  const index_t sms = detail::multiprocessors();
+  const int specialized = sizeof(E) == 2 ? detail::specialized_state_columns(p, sms) : 0;
+  const bool whole_tiles = specialized != 0;
   const index_t pad = whole_tiles ? detail::pad<E> : 0, ldw = p.K + pad, lds = detail::chunk + pad;
   const auto workspace_view = [&](E* data, index_t width, index_t ld) {
     if (!whole_tiles) return view(data, p.B, p.T, p.HV, width);
@@ -172,7 +175,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
     if (n_chunks > 0) detail::launch_local_pass<Rule, E, K, V>(args, n_chunks, p, stream);
-    detail::launch_state_pass<Rule, E, K, V>(args, p, stream);
+    detail::launch_state_pass<Rule, E, K, V>(args, p, sms, specialized, stream);
   });
 }
 
