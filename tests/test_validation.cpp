@@ -5,6 +5,7 @@
 #include "support/catch.hpp"
 
 #include <linattn/linattn.hpp>
+#include "support/instantiations.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <linattn/linattn.hpp>
+#include "instantiations.hpp"
 
 #include "reference.hpp"
 
