@@ -35,8 +35,10 @@ concept has_kernels = kernels<Family>::available;
 inline constexpr index_t lockstep_heads = 16;
 
 /// Several threads: the sequences advance in windows of about this many tokens (see
-/// run_spans_windowed).
-inline constexpr index_t window_tokens = 1024;
+/// run_spans_windowed). Shorter windows balance a call better when another process slows one
+/// core: B1 T8192 H16 on two threads, 20 interleaved calls while the one-thread call took
+/// 252-330 ms: 256 tokens 148-155 ms median, 1024 tokens 159-164 ms.
+inline constexpr index_t window_tokens = 256;
 
 /// run_spans on several threads. A fixed split (one group of tasks per thread for the whole
 /// call) makes the call as slow as its slowest thread: another process on one of the cores
@@ -56,9 +58,10 @@ void run_spans_windowed(const typename Rule::template inputs<T>& in, const tenso
                         const options<A>& opt, const detail::problem& p, index_t span) {
   using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, Cum>;
   const index_t tasks = p.N * p.HV;
-  // Not fewer than 4 heads per group where there are enough: B1 T8192 H16 on one thread took
-  // 6 % longer in groups of 2 than of 4, 8 or 16 (rows of neighbouring heads share pages), and
-  // on two threads 2 groups of 8 < 4 of 4 < 8 of 2 by 1-2 % (CPU time, 12 interleaved runs).
+  // 2 groups per thread (B1 H16 on two threads: 4 groups of 4 heads), not 4 (8 groups of 2):
+  // on one thread, B1 T8192 H16 took 6 % longer in groups of 2 than of 4, 8 or 16 (rows of
+  // neighbouring heads share pages); on two threads 8 groups of 2 > 4 of 4 > 2 of 8 by 1-2 %
+  // (CPU time, 12 interleaved runs).
   const index_t group = std::clamp<index_t>(tasks / (2 * static_cast<index_t>(p.threads)), 1, lockstep_heads);
   const index_t groups = (tasks + group - 1) / group, longest = p.max_length();
   const index_t window = std::max<index_t>(1, window_tokens / span) * span;  // whole spans
@@ -142,7 +145,8 @@ void run_spans(const typename Rule::template inputs<T>& in, const tensor_view<T,
 template <class W>
 concept chunk_local_span = W::chunk_local_load;
 
-/// Chunks per unit of run_chunks_across_threads.
+/// Chunks per unit of run_chunks_across_threads (2, 4 and 8 measured alike on B1 T8192 H1;
+/// 2 keeps the first state pass's wait and each thread's workspaces short).
 inline constexpr index_t window_chunks = 2;
 
 /// Chunkwise form when sequences x value heads < threads: the sequences go in windows of
@@ -153,16 +157,17 @@ inline constexpr index_t window_chunks = 2;
 /// pass reads chunks its own thread loaded (only the [K, V] state moves between cores). Two
 /// earlier versions lost to one thread on B1 T8192 H1 K=V=128: alternating a parallel load
 /// phase with the state pass (0.84x), and overlapping them with the loads on the other thread
-/// (1.08x: the state pass then read every chunk from the other core's cache). Every chunk sees
-/// exactly the operations of the one-chunk-at-a-time path, so results do not depend on the
-/// thread count.
+/// (1.08x: the state pass then read every chunk from the other core's cache). The loads are
+/// about a third of the state pass's time (C = 64, K = V = 128), so more than two threads per
+/// task would only wait: at most 2 x tasks threads take part. Every chunk sees exactly the
+/// operations of the one-chunk-at-a-time path, so results do not depend on the thread count.
 template <class Rule, class T, class A>
 void run_chunks_across_threads(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                                const options<A>& opt, const detail::problem& p) {
   using worker = typename kernels<typename Rule::family>::template span<Rule, T, A, A>;
   const index_t tasks = p.N * p.HV, C = p.chunk, window = window_chunks * C;  // window in tokens
   const index_t units = ((p.max_length() + window - 1) / window) * tasks;
-  const int slots = static_cast<int>(std::min<index_t>(p.threads, units));
+  const int slots = static_cast<int>(std::min<index_t>({index_t(p.threads), units, 2 * tasks}));
   std::vector<worker> w;  // [slots, window_chunks]: each thread's loaded chunks
   w.reserve(static_cast<std::size_t>(slots * window_chunks));
   for (index_t j = 0; j < slots * window_chunks; ++j) w.emplace_back(C, p.K, p.V);
