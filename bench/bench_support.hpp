@@ -140,8 +140,9 @@ class median_reporter : public benchmark::ConsoleReporter {
     return s[s.size() / 2];
   }
 
-  /// Fastest repetition of a row (seconds per iteration; the "min" statistic that
-  /// add_min_statistic registers), or 0 when it did not run.
+  /// Fastest repetition of a row (seconds per iteration: the "min" aggregate when the row
+  /// registers that statistic, as bench_forms.cpp's rows with repetitions do, else the fastest
+  /// run), or 0 when it did not run.
   double fastest(const std::string& name) const {
     if (const auto m = mins_.find(name); m != mins_.end()) return m->second;
     const auto it = all_.find(name);
