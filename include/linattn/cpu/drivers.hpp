@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -71,21 +70,14 @@ void run_spans_windowed(const typename Rule::template inputs<T>& in, const tenso
   for (int i = 0; i < slots; ++i) workers.emplace_back(span, p.K, p.V);
   std::vector<mat<A>> H(static_cast<std::size_t>(tasks), mat<A>(p.K, p.V));  // [K, V] per task
   // Unit u = window u / groups of group u % groups. Units are taken in index order, so the
-  // window before (taken `groups` units earlier) is done or running; its thread publishes it
-  // in done[g] (also when it throws, so that nobody waits forever).
+  // window before (taken `groups` units earlier) is done or running.
   const index_t windows = std::max<index_t>(1, (longest + window - 1) / window);
-  std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(groups));
-  for (auto& d : done) d.store(0);
+  std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(groups));  // windows finished per group
   detail::parallel_for(windows * groups, slots, [&](index_t u, int slot) {
     const flush_denormals ftz;
     const index_t g = u % groups, w = u / groups, w0 = w * window;
-    auto& d = done[static_cast<std::size_t>(g)];
-    while (d.load(std::memory_order_acquire) < w) std::this_thread::yield();
-    struct publish {
-      std::atomic<index_t>& d;
-      index_t w;
-      ~publish() { d.store(w + 1, std::memory_order_release); }
-    } const published{d, w};
+    const chain_turn turn(done[static_cast<std::size_t>(g)], w);
+    turn.wait();
     worker& s = workers[static_cast<std::size_t>(slot)];
     const index_t first = g * group, count = std::min(group, tasks - first);
     if (w == 0)
@@ -174,32 +166,17 @@ void run_chunks_across_threads(const typename Rule::template inputs<T>& in, cons
   std::vector<mat<A>> H(static_cast<std::size_t>(tasks), mat<A>(p.K, p.V));  // [K, V] per task
   for (index_t i = 0; i < tasks; ++i) load_state(opt.initial_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
   std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(tasks));  // windows finished per task
-  for (auto& d : done) d.store(0);
   detail::parallel_for(units, slots, [&](index_t u, int slot) {
     const flush_denormals ftz;
     const index_t win = u / tasks, i = u % tasks, seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
-    auto& d = done[std::size_t(i)];
-    const auto wait = [&] {
-      while (d.load(std::memory_order_acquire) < win) std::this_thread::yield();
-    };
-    // Published in order also when this unit throws, so that nobody waits forever and
-    // (w + 1, i) never runs beside (w - 1, i).
-    struct publish {
-      std::atomic<index_t>& d;
-      index_t win;
-      decltype(wait)& wait_turn;
-      ~publish() {
-        wait_turn();
-        d.store(win + 1, std::memory_order_release);
-      }
-    } const published{d, win, wait};
+    const chain_turn turn(done[std::size_t(i)], win);  // loads first, then wait for the state
     worker* mine = &w[std::size_t(slot * window_chunks)];
     const index_t t0 = win * window, nc = t0 < len ? (std::min(window, len - t0) + C - 1) / C : 0;
     for (index_t c = 0; c < nc; ++c) {
       const index_t t = t0 + c * C;
       mine[c].load(in, p.batch(seq), p.start(seq) + t, std::min(C, len - t), p.qk_head(hv), hv, static_cast<A>(p.scale));
     }
-    wait();
+    turn.wait();
     for (index_t c = 0; c < nc; ++c) {
       mine[c].emit(H[std::size_t(i)], out, p.batch(seq), p.start(seq) + t0 + c * C, hv);
       mine[c].advance(H[std::size_t(i)]);

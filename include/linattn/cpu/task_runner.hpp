@@ -5,6 +5,8 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "../core/problem.hpp"
@@ -31,6 +33,28 @@ void for_each_group(const detail::problem& p, index_t group, Make&& make, Task&&
     task(workers[static_cast<std::size_t>(slot)], g * group, std::min(group, tasks - g * group));
   });
 }
+
+/// Unit w of a chain whose units must run one after another (window w of one task or group),
+/// on whichever threads take them: wait() returns once unit w - 1 has finished; the destructor
+/// marks unit w finished, after waiting its turn, so that a unit that throws neither leaves
+/// the next one waiting forever nor lets it run beside an earlier one.
+class chain_turn {
+ public:
+  chain_turn(std::atomic<index_t>& finished, index_t w) : finished_(finished), w_(w) {}
+  chain_turn(const chain_turn&) = delete;
+  chain_turn& operator=(const chain_turn&) = delete;
+  ~chain_turn() {
+    wait();
+    finished_.store(w_ + 1, std::memory_order_release);
+  }
+  void wait() const {
+    while (finished_.load(std::memory_order_acquire) < w_) std::this_thread::yield();
+  }
+
+ private:
+  std::atomic<index_t>& finished_;  // units of the chain finished so far
+  index_t w_;
+};
 
 template <class Make, class Task>
 void for_each_head(const detail::problem& p, Make&& make, Task&& task) {
