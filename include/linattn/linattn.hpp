@@ -22,7 +22,6 @@
 #include "rules/ttt_linear.hpp"
 #include "rules/nlms.hpp"
 #include "rules/rls.hpp"
-#include "cpu/rls_drivers.hpp"
 #include "rules/softmax_attention.hpp"
 #include "rules/local_linear_attention.hpp"
 #include "core/kv_cache.hpp"

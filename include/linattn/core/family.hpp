@@ -18,9 +18,21 @@ struct ttt_family {};
 /// Recursive least squares: state (S, P), P the inverse weighted key covariance (RLS).
 struct rls_family {};
 /// Nonparametric regression over all earlier tokens: no matrix state, a KV cache.
-struct softmax_family {};
+struct softmax_family {
+  static constexpr bool has_state = false;
+};
 /// Local-linear (p = 1) attention: softmax weights plus a weighted-regression correction.
-struct local_linear_family {};
+struct local_linear_family {
+  static constexpr bool has_state = false;
+};
+
+/// Whether a family's rules carry a recurrent state (initial_state / final_state); a family
+/// tag says `static constexpr bool has_state = false` when they do not.
+template <class Family>
+inline constexpr bool family_has_state = [] {
+  if constexpr (requires { Family::has_state; }) return bool(Family::has_state);
+  else return true;
+}();
 
 /// How a rule forgets: not at all, by one log gate per token and head, or by one per key dim.
 enum class decay_kind { none, scalar, vector };

@@ -1,93 +1,36 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Argument validation shared by every form. Everything is checked before anything is
-/// written; each failure throws `linattn::error` naming the argument, what it got and what
-/// was expected.
+/// Validation of one call, done once at the entry point for every backend: `validate<Rule>`
+/// checks the inputs, options, output and states, lets the rule add its own checks through
+/// hooks, and returns the call's sizes (`problem`). Everything is checked before anything is
+/// written; each failure throws `linattn::error` naming the argument, what it got and what was
+/// expected.
+///
+/// Hooks a rule may define (all optional):
+///   check_inputs(in, c)   register its extra inputs: c.per_token(name, view, range),
+///                         c.per_key(name, view, range); c.fail(arg, msg)
+///   check_call(in, c)     checks that need the validated sizes, options or outputs, run after
+///                         the common ones: c.expect(...), c.extra_input(...),
+///                         c.extra_output(...), c.sizes(), c.call_form(), c.opts()
+///   default_scale(K)      the q scale when options::scale is unset (else 1/sqrt(K))
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdint>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
+#include "contracts.hpp"
 #include "error.hpp"
 #include "options.hpp"
 #include "problem.hpp"
 #include "tensor_view.hpp"
+#include "view_checks.hpp"
 
 namespace linattn::detail {
-
-template <std::size_t R>
-std::string shape_string(const std::array<index_t, R>& e) {
-  std::string s = "[";
-  for (std::size_t d = 0; d < R; ++d) s += (d ? ", " : "") + std::to_string(e[d]);
-  return s + "]";
-}
-
-/// Address range [lo, hi) touched by a view; empty (lo == hi) when it has no elements.
-template <class T, int R>
-std::pair<std::uintptr_t, std::uintptr_t> byte_range(const tensor_view<T, R>& v) {
-  if (v.size() == 0 || v.data() == nullptr) return {0, 0};
-  index_t lo = 0, hi = 0;
-  for (int d = 0; d < R; ++d) {
-    const index_t reach = v.stride(d) * (v.extent(d) - 1);
-    (reach < 0 ? lo : hi) += reach;
-  }
-  const auto base = reinterpret_cast<std::uintptr_t>(v.data());
-  const auto sz = static_cast<std::intptr_t>(sizeof(T));
-  return {base + static_cast<std::uintptr_t>(lo * sz), base + static_cast<std::uintptr_t>((hi + 1) * sz)};
-}
-
-using address_range = std::pair<std::uintptr_t, std::uintptr_t>;
-
-inline bool overlaps(const address_range& ra, const address_range& rb) {
-  if (ra.first == ra.second || rb.first == rb.second) return false;
-  return ra.first < rb.second && rb.first < ra.second;
-}
-
-template <class A, int RA, class B, int RB>
-bool overlaps(const tensor_view<A, RA>& a, const tensor_view<B, RB>& b) {
-  return overlaps(byte_range(a), byte_range(b));
-}
-
-/// True when no two index tuples of the view address the same element (outputs need this).
-template <class T, int R>
-bool distinct_elements(const tensor_view<T, R>& v) {
-  if (v.size() == 0) return true;  // e.g. T = 0 with B > 1: contiguous strides contain a 0
-  std::array<std::pair<index_t, index_t>, R> dims{};  // (|stride|, extent)
-  int n = 0;
-  for (int d = 0; d < R; ++d)
-    if (v.extent(d) > 1) dims[n++] = {v.stride(d) < 0 ? -v.stride(d) : v.stride(d), v.extent(d)};
-  for (int i = 1; i < n; ++i)  // insertion sort: at most 4 entries
-    for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j) std::swap(dims[j], dims[j - 1]);
-  index_t span = 1;  // elements covered by the dims seen so far
-  for (int i = 0; i < n; ++i) {
-    if (dims[i].first < span) return false;
-    span = dims[i].first * (dims[i].second - 1) + span;
-  }
-  return true;
-}
-
-/// Calls f(value, index-array) for every element of a view.
-template <class T, int R, class F>
-void for_each_element(const tensor_view<T, R>& v, F&& f) {
-  if (v.size() == 0) return;
-  std::array<index_t, R> i{};
-  for (;;) {
-    index_t off = 0;
-    for (int d = 0; d < R; ++d) off += i[d] * v.stride(d);
-    f(v.data()[off], i);
-    int d = R - 1;
-    while (d >= 0 && ++i[d] == v.extent(d)) i[d--] = 0;
-    if (d < 0) return;
-  }
-}
 
 /// Last extent of a rule's state `[N, HV, K, cols]`: V for a matrix state S^T, more when the
 /// rule carries extra per-key columns (RLS: `Rule::state_columns(K, V)` = V + K).
@@ -102,8 +45,7 @@ const char* state_shape_name() {
   else return "[N, HV, K, V]";
 }
 
-/// Validates one call of `Rule` and returns its sizes. Rules report their extra inputs
-/// through `per_token` / `per_key`.
+/// Validates one call of `Rule` and returns its sizes.
 template <class Rule, class T, class Real>
 class call_checker {
  public:
@@ -115,14 +57,17 @@ class call_checker {
     fn_ = std::string(api) + form_name(f) + "<" + Rule::name + ">";
   }
 
-  /// Checks inputs, options and the output; `state` is decode_step's in-place state.
+  /// Checks inputs, options, the output and the states; `state` is decode_step's in-place state.
   problem check(const tensor_view<T, 4>& out, const tensor_view<Real, 4>* state = nullptr) {
     check_qkv();
-    Rule::check_inputs(in_, *this);
-    check_output(out);
+    if constexpr (requires { Rule::check_inputs(in_, *this); }) Rule::check_inputs(in_, *this);
+    expect("out", out, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]");
+    outputs_.push_back(region_of("out", out));
     check_options();
-    if (state) check_decode_state(*state, out);
-    else check_states(out);
+    if (state) check_decode_state(*state);
+    else check_states();
+    if constexpr (requires { Rule::check_call(in_, *this); }) Rule::check_call(in_, *this);
+    check_memory();
     if (opt_.check_finite) scan_inputs(state);
     return p_;
   }
@@ -131,15 +76,47 @@ class call_checker {
 
   /// A per-token scalar input of shape [B, T, HV] (g, beta, delta, eta, ...).
   void per_token(const char* name, const tensor_view<const T, 3>& x, value_range range) {
-    expect_shape(name, x, std::array<index_t, 3>{p_.B, p_.T, p_.HV}, "[B, T, HV]");
-    extra_inputs_.push_back({name, byte_range(x)});
+    expect(name, x, std::array<index_t, 3>{p_.B, p_.T, p_.HV}, "[B, T, HV]");
+    inputs_.push_back(region_of(name, x));
     scans_.push_back([this, name, x, range] { scan(name, x, range); });
   }
   /// A per-token, per-key input of shape [B, T, HV, K] (vector gates).
   void per_key(const char* name, const tensor_view<const T, 4>& x, value_range range) {
-    expect_shape(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
-    extra_inputs_.push_back({name, byte_range(x)});
+    expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
+    inputs_.push_back(region_of(name, x));
     scans_.push_back([this, name, x, range] { scan(name, x, range); });
+  }
+
+  // ---- hooks for Rule::check_call --------------------------------------------------------
+
+  form call_form() const { return form_; }
+  const options<Real>& opts() const { return opt_; }
+  const problem& sizes() const { return p_; }
+  /// Checks a view's shape (and that it has data); a missing optional view passes.
+  template <class V, std::size_t R>
+  void expect(const char* name, const V& x, const std::array<index_t, R>& want, const char* symbolic,
+              bool required = true) {
+    if (!x.given()) {
+      if (!required) return;
+      fail(name, "is missing; expected a view of shape " + std::string(symbolic) + " = " + shape_string(want));
+    }
+    if (x.extents() != want)
+      fail(name, "has shape " + shape_string(x.extents()) + ", expected " + symbolic + " = " + shape_string(want));
+    if (x.data() == nullptr && x.size() > 0) fail(name, "has null data");
+  }
+  /// A read-only view the call's outputs must not overlap; scanned by check_finite.
+  template <class V>
+  void extra_input(const char* name, const V& x) {
+    if (!x.given()) return;
+    inputs_.push_back(region_of(name, x));
+    scans_.push_back([this, name, x] { scan(name, x, value_range::any); });
+  }
+  /// An output view; `initial` is the input it may replace in place (the same view exactly).
+  template <class V, class I>
+  void extra_output(const char* name, const V& x, const I& initial, const char* initial_name) {
+    if (!x.given()) return;
+    outputs_.push_back(region_of(name, x));
+    if (initial.given()) partners_.push_back({name, initial_name});
   }
 
   /// Throws `linattn::error` with the function name and argument prefixed.
@@ -148,15 +125,6 @@ class call_checker {
   }
 
  private:
-  template <class V, std::size_t R>
-  void expect_shape(const char* name, const V& x, const std::array<index_t, R>& want,
-                    const char* symbolic) {
-    if (!x.given()) fail(name, "is missing; expected a view of shape " + std::string(symbolic) + " = " + shape_string(want));
-    if (x.extents() != want)
-      fail(name, "has shape " + shape_string(x.extents()) + ", expected " + symbolic + " = " + shape_string(want));
-    if (x.data() == nullptr && x.size() > 0) fail(name, "has null data");
-  }
-
   void check_qkv() {
     const auto& q = in_.q;
     if (!q.given()) fail("q", "is missing; expected a view of shape [B, T, H, K]");
@@ -166,7 +134,7 @@ class call_checker {
     if (p_.B < 1 || p_.H < 1 || p_.K < 1)
       fail("q", "has shape " + shape_string(q.extents()) + ", expected [B, T, H, K] with B, H, K >= 1");
     if (q.data() == nullptr && q.size() > 0) fail("q", "has null data");
-    expect_shape("k", in_.k, q.extents(), "[B, T, H, K] (the shape of q)");
+    expect("k", in_.k, q.extents(), "[B, T, H, K] (the shape of q)");
     const auto& v = in_.v;
     if (!v.given()) fail("v", "is missing; expected a view of shape [B, T, HV, V]");
     if (v.extent(0) != p_.B || v.extent(1) != p_.T || v.extent(2) < 1 || v.extent(3) < 1)
@@ -178,23 +146,18 @@ class call_checker {
                     std::to_string(p_.H) + " (the q/k heads)");
     if (v.data() == nullptr && v.size() > 0) fail("v", "has null data");
     p_.group = p_.HV / p_.H;
-  }
-
-  void check_output(const tensor_view<T, 4>& out) {
-    expect_shape("out", out, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]");
-    if (!distinct_elements(out)) fail("out", "has strides " + shape_string(out.strides()) + " that make distinct elements share memory");
-    if (overlaps(out, in_.q)) fail("out", "overlaps input 'q'");
-    if (overlaps(out, in_.k)) fail("out", "overlaps input 'k'");
-    if (overlaps(out, in_.v)) fail("out", "overlaps input 'v'");
-    for (const auto& [name, range] : extra_inputs_)
-      if (overlaps(byte_range(out), range)) fail("out", std::string("overlaps input '") + name + "'");
-    out_ = out;
+    inputs_.push_back(region_of("q", in_.q));
+    inputs_.push_back(region_of("k", in_.k));
+    inputs_.push_back(region_of("v", in_.v));
   }
 
   void check_options() {
     if (opt_.scale && !std::isfinite(*opt_.scale))
       fail("options.scale", "is " + std::to_string(*opt_.scale) + ", expected a finite number");
-    p_.scale = opt_.scale ? *opt_.scale : 1.0 / std::sqrt(static_cast<double>(p_.K));
+    if constexpr (requires { Rule::default_scale(p_.K); })
+      p_.scale = opt_.scale ? *opt_.scale : Rule::default_scale(p_.K);
+    else
+      p_.scale = opt_.scale ? *opt_.scale : 1.0 / std::sqrt(static_cast<double>(p_.K));
     if (form_ == form::chunkwise && (opt_.chunk_size < 1 || opt_.chunk_size > max_chunk_size))
       fail("options.chunk_size", "is " + std::to_string(opt_.chunk_size) + ", expected 1.." + std::to_string(max_chunk_size));
     p_.chunk = opt_.chunk_size;
@@ -221,32 +184,52 @@ class call_checker {
 
   std::array<index_t, 4> state_shape() const { return {p_.N, p_.HV, p_.K, state_columns<Rule>(p_.K, p_.V)}; }
 
-  template <class S>
-  void check_state_view(const char* name, const S& s) {
-    expect_shape(name, s, state_shape(), state_shape_name<Rule>());
-    if (overlaps(s, in_.q) || overlaps(s, in_.k) || overlaps(s, in_.v)) fail(name, "overlaps an input (q, k or v)");
-    for (const auto& [input, range] : extra_inputs_)
-      if (overlaps(byte_range(s), range)) fail(name, std::string("overlaps input '") + input + "'");
-    if (overlaps(s, out_)) fail(name, "overlaps 'out'");
-  }
-
-  void check_states(const tensor_view<T, 4>&) {
+  void check_states() {
     const auto& s0 = opt_.initial_state;
     const auto& s1 = opt_.final_state;
-    if (s0.given()) check_state_view("options.initial_state", s0);
+    if constexpr (!family_has_state<typename Rule::family>) {
+      const char* why = "is set, expected none: this rule has no recurrent state (softmax attention decodes over a kv_cache)";
+      if (s0.given()) fail("options.initial_state", why);
+      if (s1.given()) fail("options.final_state", why);
+      return;
+    }
+    if (s0.given()) {
+      expect("options.initial_state", s0, state_shape(), state_shape_name<Rule>());
+      inputs_.push_back(region_of("options.initial_state", s0));
+    }
     if (!s1.given()) return;
-    check_state_view("options.final_state", s1);
-    if (!distinct_elements(s1)) fail("options.final_state", "has strides that make distinct elements share memory");
-    const bool same = s0.given() && s0.data() == s1.data() && s0.strides() == s1.strides();
-    if (s0.given() && !same && overlaps(s0, s1))
-      fail("options.final_state", "partly overlaps options.initial_state; expected the same view (in place) or disjoint memory");
+    expect("options.final_state", s1, state_shape(), state_shape_name<Rule>());
+    extra_output("options.final_state", s1, s0, "options.initial_state");
   }
 
-  void check_decode_state(const tensor_view<Real, 4>& s, const tensor_view<T, 4>&) {
+  void check_decode_state(const tensor_view<Real, 4>& s) {
     if (opt_.initial_state.given()) fail("options.initial_state", "is set, expected none: decode_step reads and writes its 'state' argument");
     if (opt_.final_state.given()) fail("options.final_state", "is set, expected none: decode_step reads and writes its 'state' argument");
-    check_state_view("state", s);
-    if (!distinct_elements(s)) fail("state", "has strides that make distinct elements share memory");
+    expect("state", s, state_shape(), state_shape_name<Rule>());
+    outputs_.push_back(region_of("state", s));
+  }
+
+  /// Outputs hold distinct elements, overlap no input and no other output; an output may be
+  /// exactly the input it replaces in place (final_state = initial_state, ...).
+  void check_memory() {
+    for (std::size_t i = 0; i < outputs_.size(); ++i) {
+      const memory_region& o = outputs_[i];
+      if (!o.distinct())
+        fail(o.name, "has strides " + o.stride_string() + " that make distinct elements share memory");
+      for (std::size_t j = 0; j < i; ++j)
+        if (overlaps(o, outputs_[j])) fail(o.name, std::string("overlaps '") + outputs_[j].name + "'");
+      for (const memory_region& x : inputs_) {
+        if (!overlaps(o, x)) continue;
+        if (!partners(o.name, x.name)) fail(o.name, std::string("overlaps input '") + x.name + "'");
+        if (!o.same_elements(x))
+          fail(o.name, std::string("partly overlaps ") + x.name + "; expected the same view (in place) or disjoint memory");
+      }
+    }
+  }
+  bool partners(const char* output, const char* input) const {
+    for (const auto& [o, i] : partners_)
+      if (std::string(o) == output && std::string(i) == input) return true;
+    return false;
   }
 
   template <class V>
@@ -275,9 +258,20 @@ class call_checker {
   const options<Real>& opt_;
   std::string fn_;
   problem p_;
-  tensor_view<T, 4> out_;
-  std::vector<std::function<void()>> scans_;
-  std::vector<std::pair<const char*, address_range>> extra_inputs_;  // rule inputs beyond q, k, v
+  std::vector<std::function<void()>> scans_;  // check_finite passes over the rule's inputs
+  std::vector<memory_region> inputs_;         // read-only views
+  std::vector<memory_region> outputs_;        // written views, in the order they are named
+  std::vector<std::pair<const char*, const char*>> partners_;  // (output, the input it may replace)
 };
+
+/// Validates a call of `Rule` (form `f`; `state`: decode_step's in-place state) and returns
+/// its sizes. Also checks at compile time that the rule meets its family's contract.
+template <class Rule, class T, class Real>
+problem validate(form f, const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                 const options<Real>& opt, const tensor_view<Real, 4>* state = nullptr,
+                 const char* api = "linattn::") {
+  check_contract<Rule>();
+  return call_checker<Rule, T, Real>(f, in, opt, api).check(out, state);
+}
 
 }  // namespace linattn::detail

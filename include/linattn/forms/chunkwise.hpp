@@ -6,14 +6,12 @@
 
 #include <type_traits>
 
+#include "../core/dispatch.hpp"
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
-#include "../cpu/additive_kernels.hpp"
-#include "../cpu/drivers.hpp"
-#include "../cpu/householder_kernels.hpp"
-#include "../cpu/ttt_drivers.hpp"
-#include "dispatch.hpp"
+#include "../core/validate.hpp"
+#include "../cpu/algorithms.hpp"
 
 namespace linattn {
 
@@ -22,8 +20,9 @@ namespace linattn {
 /// Throws linattn::error, before writing anything, when an argument is invalid.
 template <rule Rule, class T>
 void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
-                  tensor_view<T, 4> out, const options<state_t<T>>& opt = {}) {
-  detail::chunkwise_algorithm<typename Rule::family>::template run<Rule>(in, out, opt);
+          tensor_view<T, 4> out, const options<state_t<T>>& opt = {}) {
+  const detail::problem p = detail::validate<Rule>(detail::form::chunkwise, in, out, opt);
+  detail::algorithm<typename Rule::family, detail::form::chunkwise>::template run<Rule>(in, out, opt, p);
 }
 
 }  // namespace linattn

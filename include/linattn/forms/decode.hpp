@@ -6,14 +6,12 @@
 
 #include <type_traits>
 
+#include "../core/dispatch.hpp"
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
-#include "../cpu/additive_kernels.hpp"
-#include "../cpu/drivers.hpp"
-#include "../cpu/householder_kernels.hpp"
-#include "../cpu/ttt_drivers.hpp"
-#include "dispatch.hpp"
+#include "../core/validate.hpp"
+#include "../cpu/algorithms.hpp"
 
 namespace linattn {
 
@@ -24,7 +22,8 @@ template <rule Rule, class T>
 void decode_step(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                  tensor_view<T, 4> out, tensor_view<state_t<T>, 4> state,
                  const options<state_t<T>>& opt = {}) {
-  detail::decode_algorithm<typename Rule::family>::template run<Rule>(in, out, state, opt);
+  const detail::problem p = detail::validate<Rule>(detail::form::decode, in, out, opt, &state);
+  detail::algorithm<typename Rule::family, detail::form::decode>::template run<Rule>(in, out, state, opt, p);
 }
 
 }  // namespace linattn

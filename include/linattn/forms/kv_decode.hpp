@@ -13,8 +13,8 @@
 #include "../core/kv_cache.hpp"
 #include "../core/options.hpp"
 #include "../core/validate.hpp"
-#include "../cpu/nonparametric_drivers.hpp"
-#include "../cpu/task_runner.hpp"
+#include "../cpu/softmax/algorithms.hpp"
+#include "../cpu/runtime/task_runner.hpp"
 
 namespace linattn {
 
@@ -25,7 +25,7 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
   using A = state_t<T>;
   using U = std::remove_const_t<T>;
   detail::call_checker<Rule, U, A> c(detail::form::decode, in, opt);
-  const detail::problem p = detail::check_stateless<Rule, U, A>(detail::form::decode, in, out, opt);
+  const detail::problem p = detail::validate<Rule>(detail::form::decode, in, out, opt);
   if (cache.batch() != p.B || cache.heads() != p.H || cache.value_heads() != p.HV || cache.key_dim() != p.K ||
       cache.value_dim() != p.V)
     c.fail("cache", "has (batch, heads, value_heads, key_dim, value_dim) = (" + std::to_string(cache.batch()) + ", " +

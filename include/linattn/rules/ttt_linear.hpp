@@ -39,6 +39,7 @@
 #include "../core/config.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
+#include "ttt_linear_checks.hpp"
 
 namespace linattn {
 
@@ -74,6 +75,15 @@ struct TTTLinear {
                       " (the TTT inner model maps R^D to R^D with a residual)");
     c.per_token("eta", in.eta, value_range::any);
   }
+
+  /// Mini-batch, LayerNorm, tau, bias and cache checks (ttt_linear_checks.hpp).
+  template <class T, class Check>
+  static void check_call(const inputs<T>& in, Check& c) {
+    detail::check_ttt_call(in, c);
+  }
+
+  /// The official code has no query scale: unset options::scale means 1.
+  static double default_scale(index_t) { return 1.0; }
 
   /// c_t: the step of token t.
   template <class T, class A>

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// What a rule of each family must provide, as concepts, one per member, so that a rule that
+/// lacks one fails with a single line naming it (check_contract, called by every entry point).
+///
+///   every rule           name, family, inputs<T> (the `rule` concept, core/family.hpp)
+///   additive_family      decay; log_gate(in, b, t, hv) for scalar decay,
+///                        log_gate(in, b, t, hv, d) for vector decay
+///   householder_family   decay; beta(in, b, t, hv, key_sqnorm); log_gate(in, b, t, hv) for
+///                        scalar decay
+///   ttt_family           step(in, b, t, hv), tau(in, i), ln_eps
+///   rls_family           log_gate(in, b, t, hv), state_columns(K, V)
+///   softmax, local-linear families: nothing beyond `rule`
+///
+/// A family of your own states its contract the same way (docs/design.md).
+#pragma once
+
+#include <concepts>
+
+#include "config.hpp"
+#include "family.hpp"
+
+namespace linattn {
+
+namespace contract {
+
+template <class R>
+using probe_inputs = typename R::template inputs<float>;
+
+template <class R>
+concept decay = requires {
+  { R::decay } -> std::convertible_to<decay_kind>;
+};
+template <class R>
+concept scalar_log_gate = requires(const probe_inputs<R>& in, index_t i) {
+  { R::log_gate(in, i, i, i) } -> std::convertible_to<float>;
+};
+template <class R>
+concept vector_log_gate = requires(const probe_inputs<R>& in, index_t i) {
+  { R::log_gate(in, i, i, i, i) } -> std::convertible_to<float>;
+};
+template <class R>
+concept beta = requires(const probe_inputs<R>& in, index_t i, float sqnorm) {
+  { R::beta(in, i, i, i, sqnorm) } -> std::convertible_to<float>;
+};
+template <class R>
+concept step = requires(const probe_inputs<R>& in, index_t i) {
+  { R::template step<float, float>(in, i, i, i) } -> std::convertible_to<float>;
+};
+template <class R>
+concept tau = requires(const probe_inputs<R>& in, index_t i) {
+  { R::template tau<float, float>(in, i) } -> std::convertible_to<float>;
+};
+template <class R>
+concept ln_eps = requires {
+  { R::ln_eps } -> std::convertible_to<double>;
+};
+template <class R>
+concept state_columns = requires(index_t n) {
+  { R::state_columns(n, n) } -> std::convertible_to<index_t>;
+};
+
+}  // namespace contract
+
+namespace detail {
+
+/// The log gate a rule of the linear families needs for its kind of decay.
+template <class Rule>
+constexpr void check_log_gate() {
+  if constexpr (Rule::decay == decay_kind::scalar)
+    static_assert(contract::scalar_log_gate<Rule>,
+                  "linattn: a rule with decay_kind::scalar needs static T log_gate(const inputs<T>&, index_t b, index_t t, index_t hv)");
+  if constexpr (Rule::decay == decay_kind::vector)
+    static_assert(contract::vector_log_gate<Rule>,
+                  "linattn: a rule with decay_kind::vector needs static T log_gate(const inputs<T>&, index_t b, index_t t, index_t hv, index_t d)");
+}
+
+/// Fails to compile, with one line naming the missing member, when Rule does not meet its
+/// family's contract. Families without a contract here pass.
+template <class Rule>
+constexpr void check_contract() {
+  using F = typename Rule::family;
+  if constexpr (std::same_as<F, additive_family> || std::same_as<F, householder_family>) {
+    static_assert(contract::decay<Rule>, "linattn: a linear-family rule needs static constexpr decay_kind decay");
+    if constexpr (contract::decay<Rule>) check_log_gate<Rule>();
+  }
+  if constexpr (std::same_as<F, householder_family>)
+    static_assert(contract::beta<Rule>,
+                  "linattn: a householder_family rule needs static A beta(const inputs<T>&, index_t b, index_t t, index_t hv, A key_sqnorm)");
+  if constexpr (std::same_as<F, ttt_family>) {
+    static_assert(contract::step<Rule>, "linattn: a ttt_family rule needs static A step<T, A>(const inputs<T>&, index_t b, index_t t, index_t hv)");
+    static_assert(contract::tau<Rule>, "linattn: a ttt_family rule needs static A tau<T, A>(const inputs<T>&, index_t i)");
+    static_assert(contract::ln_eps<Rule>, "linattn: a ttt_family rule needs static constexpr double ln_eps");
+  }
+  if constexpr (std::same_as<F, rls_family>) {
+    static_assert(contract::scalar_log_gate<Rule>,
+                  "linattn: an rls_family rule needs static T log_gate(const inputs<T>&, index_t b, index_t t, index_t hv)");
+    static_assert(contract::state_columns<Rule>, "linattn: an rls_family rule needs static index_t state_columns(index_t K, index_t V)");
+  }
+}
+
+}  // namespace detail
+
+}  // namespace linattn

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The additive family (Hebbian, scalar and vector decay) over one span of tokens of one
+/// (sequence, value head): the chunk of the chunkwise form, or the whole sequence in the
+/// parallel form (MATH.md §1, §2.1, §2.2). Outputs are produced in row tiles of `tile` rows:
+///
+///   O_[tile] = (Q ⊙ exp(b)) H + P[tile, 0:r1] V[0:r1]       H = state at span start
+///   H       <- decay(b_n) H + (K ⊙ exp(b_n - b))^T V        state after the span
+///
+/// with b the span-local inclusive cumsum of the log gates. Every exponent is <= 0: decayed
+/// scores split at a pivot row e between query and key (exp(b_r - b_c) =
+/// exp(b_r - b_e) exp(b_e - b_c) for c <= e < r); vector decay pivots per 64-row tile and per
+/// 16-row sub-block (MATH.md §2.2(b)) and only diagonal 16x16 blocks take elementwise exps.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+
+#include "../../core/family.hpp"
+#include "../../core/tensor_view.hpp"
+#include "../linalg/eigen_types.hpp"
+#include "../linalg/row_gemm.hpp"
+#include "../io/token_io.hpp"
+#include "../linalg/transpose.hpp"
+
+namespace linattn::cpu {
+
+/// `A` is the accumulation/state type, `Cum` the type of the log-gate cumsum (A for chunks;
+/// double for the parallel form, whose cumsum spans the whole sequence).
+template <class Rule, class T, class A, class Cum>
+class additive_worker {
+ public:
+  using inputs_t = typename Rule::template inputs<T>;
+  using scalar = T;        // input and output elements
+  using state_scalar = A;  // state and accumulation
+  static constexpr decay_kind decay = Rule::decay;
+  static constexpr index_t tile = 64;  // output rows per tile; outer pivot block
+  static constexpr index_t sub = 16;   // inner pivot block of vector decay
+
+  additive_worker(index_t capacity, index_t K, index_t V)
+      : Q_(capacity, K), K_(capacity, K), V_(capacity, V),
+        P_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V) {
+    if constexpr (decay != decay_kind::vector) Kx_.resize(K, capacity);
+    if constexpr (decay != decay_kind::none) Kf_.resize(capacity, K);
+    if constexpr (decay == decay_kind::vector) Qs_.resize(std::min(tile, capacity), K);
+    if constexpr (decay == decay_kind::scalar) {
+      b_.resize(capacity, 1);
+      cf_.resize(capacity);
+      eb_.resize(capacity);
+    }
+    if constexpr (decay == decay_kind::vector) {
+      b_.resize(capacity, K);
+      Kt_.resize(capacity, K);
+      Ks_.resize(capacity, K);
+      f_.resize(K);
+    }
+  }
+
+  /// Loads tokens [t0, t0 + n) of batch row `b`: q/k of head hq (q times scale), v and
+  /// gates of value head hv.
+  void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
+    n_ = n;
+    load_rows(in.q, b, t0, hq, n, Q_, scale);
+    load_rows(in.k, b, t0, hq, n, K_, A(1));
+    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    if constexpr (decay != decay_kind::vector) transpose_into(Kx_.leftCols(n), K_.topRows(n));
+    if constexpr (decay == decay_kind::scalar) {
+      Cum run = 0;
+      for (index_t r = 0; r < n; ++r) b_(r, 0) = run += static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv));
+      // exp(b): one vectorised pass (a lazy exp inside asDiagonal() would be re-evaluated
+      // for every packet of the product).
+      eb_.head(n) = ex(scalar_gates().head(n));
+    }
+    if constexpr (decay == decay_kind::vector) {
+      const index_t K = K_.cols();
+      for (index_t r = 0; r < n; ++r)
+        for (index_t d = 0; d < K; ++d)
+          b_(r, d) = (r ? b_(r - 1, d) : Cum(0)) + static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv, d));
+      // Keys pre-decayed to the last row of their 64-block (Kt_) and 16-block (Ks_).
+      for (index_t i = 0; i < n; ++i) {
+        const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
+        const index_t ps = std::min(i / sub * sub + sub - 1, n - 1);
+        Kt_.row(i) = K_.row(i).cwiseProduct(ex(b_.row(pt) - b_.row(i)));
+        Ks_.row(i) = K_.row(i).cwiseProduct(ex(b_.row(ps) - b_.row(i)));
+      }
+    }
+    // A span of one output tile (every chunk up to C = 64) takes its scores here, with the
+    // rest of the state-free work; longer spans take them tile by tile in emit.
+    if (n > 0 && n <= tile) scores(0, n);
+  }
+
+  /// Writes the span's outputs to out(b, t0 + r, hv, :), given the state H at span start.
+  void emit(const mat<A>& H, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hv) {
+    const bool finite_values = all_finite(V_.topRows(n_));
+    for (index_t r0 = 0; r0 < n_; r0 += tile) {
+      const index_t r1 = std::min(r0 + tile, n_), m = r1 - r0;
+      if (n_ > tile) scores(r0, r1);  // else in load
+      auto O = O_.topRows(m);  // [m, V]
+      // O = (Q ⊙ exp(b)) H: the scalar gate as a row factor of the product.
+      if constexpr (decay == decay_kind::vector) {
+        Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
+        row_gemm<A>(O, rows_of(Qs_.topRows(m)), H);
+      } else {
+        row_gemm<A>(O, rows_of(Q_.middleRows(r0, m)), H, decay == decay_kind::scalar ? eb_.data() + r0 : nullptr);
+      }
+      if (finite_values) {
+        // O += P V, P causal: row i of the tile stops at key r0 + i.
+        row_gemm<A>(O, rows_of(P_.topLeftCorner(m, r1)), V_.topRows(r1), nullptr, A(1), causal::lower_a, r0);
+      } else {
+        // Overflowed values (a diverging delta rule): only the causal prefix of each row, so
+        // a later inf (times the masked zero) cannot turn earlier finite outputs into NaN.
+        for (index_t i = 0; i < m; ++i) O.row(i).noalias() += P_.row(i).head(r0 + i + 1) * V_.topRows(r0 + i + 1);
+      }
+      store_rows(out, b, t0 + r0, hv, m, O);
+    }
+  }
+
+  /// H <- state after the span.
+  void advance(mat<A>& H) {
+    const index_t n = n_;
+    if (n == 0) return;
+    // H <- f H + Kf^T V, Kf^T read in place (broadcasts of Kf's columns).
+    if constexpr (decay == decay_kind::none) {
+      row_gemm<A>(H, cols_of(K_.topRows(n)), V_.topRows(n), nullptr, A(1));
+    } else if constexpr (decay == decay_kind::scalar) {
+      // Kf = K ⊙ exp(b_n - b): each write decayed to the end of the span.
+      const auto g = scalar_gates();
+      cf_.head(n) = ex((-g.head(n)).array() + g(n - 1));
+      Kf_.topRows(n).noalias() = cf_.head(n).asDiagonal() * K_.topRows(n);
+      A f = std::exp(static_cast<A>(b_(n - 1, 0)));
+      if (f == A(0)) {  // beta = 0 would not read H: keep 0 * (inf or NaN) = NaN as before
+        H *= f;
+        f = A(1);
+      }
+      row_gemm<A>(H, cols_of(Kf_.topRows(n)), V_.topRows(n), nullptr, f);
+    } else {
+      Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
+      f_ = ex(b_.row(n - 1));
+      H = f_.asDiagonal() * H;
+      row_gemm<A>(H, cols_of(Kf_.topRows(n)), V_.topRows(n), nullptr, A(1));
+    }
+  }
+
+  // Access for rules that build on this span (the Householder family replaces V by U~).
+  index_t length() const { return n_; }
+  const mat<A>& queries() const { return Q_; }
+  const mat<A>& keys() const { return K_; }
+  /// Kᵀ of the span (rules without a vector gate).   [K, cap]
+  const mat<A>& keys_transposed() const { return Kx_; }
+  mat<A>& values() { return V_; }
+  const mat<Cum>& cumulative_gates() const { return b_; }
+  /// The scalar-gate cumsum as a contiguous vector (vectorised exps).   [cap]
+  Eigen::Map<const col_vec<Cum>> scalar_gates() const { return {b_.data(), b_.rows()}; }
+  /// exp of the scalar-gate cumsum, exp(b).   [cap]
+  const col_vec<A>& scalar_gate_exps() const { return eb_; }
+
+ private:
+  /// exp of a (non-positive) log-gate expression, evaluated in the accumulation type.
+  static A ex(Cum x) { return std::exp(static_cast<A>(x)); }
+  template <class E>
+  static auto ex(const Eigen::DenseBase<E>& x) {
+    return x.derived().template cast<A>().array().exp().matrix();
+  }
+
+  /// P[0:m, 0:r1] = causal decayed scores of rows [r0, r1) against keys [0, r1).
+  void scores(index_t r0, index_t r1) {
+    const index_t m = r1 - r0;
+    auto P = P_.topLeftCorner(m, r1);
+    if constexpr (decay == decay_kind::vector) {
+      vector_scores(r0, r1);
+    } else {
+      // Row i against keys [0, r0 + i] (and a few more, up to its row block's end).
+      row_gemm<A>(P, rows_of(Q_.middleRows(r0, m)), Kx_.leftCols(r1), nullptr, A(0), causal::lower_c, r0);
+      if constexpr (decay == decay_kind::scalar)
+        if (r0 > 0) cf_.head(r0) = ex((-scalar_gates().head(r0)).array() + b_(r0 - 1, 0));
+      for (index_t i = 0; i < m; ++i) {
+        const index_t r = r0 + i, w = std::min(m, (i / 16 + 1) * 16);  // whole packets up to the diagonal
+        if constexpr (decay == decay_kind::scalar) {
+          // Columns before the tile: exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), e = r0 - 1.
+          if (r0 > 0) P.row(i).head(r0).array() *= ex(b_(r, 0) - b_(r0 - 1, 0)) * cf_.head(r0).transpose().array();
+          // The tile's columns: exp(min(b_r - b_c, 0)) over whole packets (the entries right
+          // of the diagonal are zeroed below).
+          P.row(i).segment(r0, w).array() *=
+              ex(((-scalar_gates().segment(r0, w)).array() + b_(r, 0)).min(Cum(0))).transpose().array();
+        }
+        P.row(i).segment(r + 1, r1 - r - 1).setZero();
+      }
+    }
+  }
+
+  /// Rows [a0, a1) against keys [c0, a0) through the pivot e = a0 - 1: queries decayed to e,
+  /// keys (pre-decayed to their block's last row in Kpre, block size bs) decayed on to e.
+  void pivot_block(index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre, index_t bs) {
+    const index_t e = a0 - 1, ma = a1 - a0;
+    Qs_.topRows(ma) = Q_.middleRows(a0, ma).cwiseProduct(ex(b_.middleRows(a0, ma).rowwise() - b_.row(e)));
+    for (index_t j = c0; j < a0; j += bs) {
+      const index_t p = j + bs - 1;  // blocks before a0 are full
+      f_ = ex(b_.row(e) - b_.row(p));
+      Kf_.middleRows(j, bs).noalias() = Kpre.middleRows(j, bs) * f_.asDiagonal();
+    }
+    P_.block(a0 - r0, c0, ma, a0 - c0).noalias() =
+        Qs_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
+  }
+
+  void vector_scores(index_t r0, index_t r1) {
+    if (r0 > 0) pivot_block(r0, r1, 0, r0, Kt_, tile);
+    for (index_t a0 = r0; a0 < r1; a0 += sub) {
+      const index_t a1 = std::min(a0 + sub, r1);
+      if (a0 > r0) pivot_block(a0, a1, r0, r0, Ks_, sub);
+      for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
+        for (index_t c = a0; c <= i; ++c)
+          P_(i - r0, c) = Q_.row(i).cwiseProduct(K_.row(c)).cwiseProduct(ex(b_.row(i) - b_.row(c))).sum();
+        P_.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
+      }
+    }
+  }
+
+  index_t n_ = 0;
+  mat<A> Q_, K_, V_;  // [cap, K], [cap, K], [cap, V]   q already scaled
+  mat<A> P_, O_;      // [tile, cap], [tile, V]
+  mat<A> Qs_, Kf_;    // [tile, K], [cap, K]           decayed copies
+  mat<A> Kt_, Ks_;    // [cap, K]                       keys decayed to their 64/16-block pivot
+  mat<A> Kx_;         // [K, cap]                       Kᵀ (no vector decay): rows read by Q Kᵀ
+  mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
+  col_vec<A> cf_;     // [cap]                          scalar column / write factors
+  col_vec<A> eb_;     // [cap]                          scalar exp(b)
+  row_vec<A> f_;      // [K]                            per-dimension pivot factor
+};
+
+}  // namespace linattn::cpu

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// A small process-wide thread pool behind `parallel_for`. Calls are re-entrant: concurrent
+/// callers each get their own job; the caller always works on its own job, so a busy pool
+/// only costs parallelism, never progress.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../../core/config.hpp"
+
+namespace linattn::detail {
+
+class thread_pool {
+ public:
+  static thread_pool& instance() {
+    static thread_pool pool;
+    return pool;
+  }
+
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  ~thread_pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  /// Runs fn(task, slot) for every task in [0, n) on at most `threads` threads. Slots are
+  /// distinct among concurrently running calls of fn within this job and lie in [0, threads).
+  void run(index_t n, int threads, const std::function<void(index_t, int)>& fn) {
+    const int slots = static_cast<int>(std::min<index_t>(n, threads));
+    if (slots <= 1) {
+      for (index_t i = 0; i < n; ++i) fn(i, 0);
+      return;
+    }
+    ensure_workers();
+    auto j = std::make_shared<job>(fn, n, slots);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(j);
+    }
+    wake_.notify_all();
+    work(*j, 0);
+    {
+      std::unique_lock<std::mutex> lock(j->mutex);
+      j->finished.wait(lock, [&] { return j->done.load() == j->n; });
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.erase(std::remove(queue_.begin(), queue_.end(), j), queue_.end());
+    }
+    if (j->error) std::rethrow_exception(j->error);
+  }
+
+ private:
+  struct job {
+    job(const std::function<void(index_t, int)>& f, index_t count, int slots)
+        : fn(f), n(count), max_slots(slots) {}
+    const std::function<void(index_t, int)>& fn;
+    index_t n;
+    int max_slots;
+    std::atomic<index_t> next{0};
+    std::atomic<index_t> done{0};
+    std::atomic<int> next_slot{1};  // slot 0 is the caller's
+    std::mutex mutex;
+    std::condition_variable finished;
+    std::exception_ptr error;
+  };
+
+  thread_pool() = default;
+
+  void ensure_workers() {
+    std::call_once(started_, [this] {
+      const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+      for (unsigned i = 1; i < hw; ++i) workers_.emplace_back([this] { worker_loop(); });
+    });
+  }
+
+  static void work(job& j, int slot) {
+    for (index_t i; (i = j.next.fetch_add(1)) < j.n;) {
+      try {
+        j.fn(i, slot);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(j.mutex);
+        if (!j.error) j.error = std::current_exception();
+      }
+      if (j.done.fetch_add(1) + 1 == j.n) {
+        std::lock_guard<std::mutex> lock(j.mutex);
+        j.finished.notify_all();
+      }
+    }
+  }
+
+  void worker_loop() {
+    for (;;) {
+      std::shared_ptr<job> j;
+      int slot = 0;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        j = queue_.front();
+        slot = j->next_slot.fetch_add(1);
+        // Fully staffed (or out of tasks): nobody else should pick this job up.
+        if (slot + 1 >= j->max_slots || j->next.load() >= j->n) queue_.pop_front();
+      }
+      if (slot < j->max_slots) work(*j, slot);
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<job>> queue_;
+  std::vector<std::thread> workers_;
+  std::once_flag started_;
+  bool stop_ = false;
+};
+
+/// Runs fn(task, slot) for task in [0, n) on up to `threads` threads; blocks until done.
+inline void parallel_for(index_t n, int threads, const std::function<void(index_t, int)>& fn) {
+  thread_pool::instance().run(n, threads, fn);
+}
+
+}  // namespace linattn::detail
