@@ -8,6 +8,8 @@
 #include "support/instantiations.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -83,6 +85,16 @@ void expect_error(call_data& d, const std::function<void()>& call, const std::ve
   }
   CHECK(all_nan(d.o));
   CHECK(all_nan(d.s1));
+}
+
+/// The message of the linattn::error that `call` throws (empty when it throws none).
+std::string error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const la::error& e) {
+    return e.what();
+  }
+  return {};
 }
 
 enum class form { recurrent, parallel, chunkwise };
@@ -285,4 +297,114 @@ TEST_CASE("empty sequences (T = 0) with several batch rows are accepted and pass
     call<la::ScalarDecay>(f, in, la::view(o.data(), B, index_t(0), HV, V), d.opts());
     CHECK(d.s1 == d.s0);
   }
+}
+
+TEST_CASE("outputs placed over the cu_seqlens offsets are rejected before anything is written", "[validation][varlen]") {
+  // One packed row of T tokens in 3 sequences; the offsets sit inside the output's (or the
+  // final state's) memory, so writing sequence 0 would change where sequence 1 starts.
+  call_data d;
+  const index_t N = 3;
+  auto packed = [&](const std::vector<float>& x, index_t per_token) { return std::vector<float>(x.begin(), x.begin() + T * per_token); };
+  const auto q = packed(d.q, H * K), k = packed(d.k, H * K), v = packed(d.v, HV * V), g = packed(d.g, HV);
+  la::ScalarDecay::inputs<float> in{.q = la::view(q.data(), 1, T, H, K), .k = la::view(k.data(), 1, T, H, K),
+                                    .v = la::view(v.data(), 1, T, HV, V), .g = la::view(g.data(), 1, T, HV)};
+  const std::vector<index_t> offsets{0, 2, 7, T};
+  for (form f : {form::recurrent, form::parallel, form::chunkwise}) {
+    for (bool wide : {true, false}) {
+      CAPTURE(int(f), wide);
+      // out: [1, T, HV, V] floats; the offsets overwrite its first entries (same bytes).
+      std::vector<std::int64_t> buf64(T * HV * V);
+      std::vector<std::int32_t> buf32(T * HV * V);
+      for (std::size_t i = 0; i < offsets.size(); ++i) buf64[i] = offsets[i], buf32[i] = std::int32_t(offsets[i]);
+      la::options<float> opt;
+      opt.threads = 2;
+      float* out_ptr = wide ? reinterpret_cast<float*>(buf64.data()) : reinterpret_cast<float*>(buf32.data());
+      if (wide) opt.cu_seqlens = la::view(buf64.data(), N + 1);
+      else opt.cu_seqlens = la::view(buf32.data(), N + 1);
+      const auto before64 = buf64;
+      const auto before32 = buf32;
+      const std::string msg = error_of([&] { call<la::ScalarDecay>(f, in, la::view(out_ptr, 1, T, HV, V), opt); });
+      INFO(msg);
+      CHECK(msg.find("'out' overlaps input 'options.cu_seqlens'") != std::string::npos);
+      CHECK(buf64 == before64);
+      CHECK(buf32 == before32);
+    }
+    // final_state over the offsets.
+    std::vector<std::int64_t> offs(N * HV * K * V);
+    std::copy(offsets.begin(), offsets.end(), offs.begin());
+    const auto before = offs;
+    la::options<float> opt;
+    opt.cu_seqlens = la::view(offs.data(), N + 1);
+    opt.final_state = la::view(reinterpret_cast<float*>(offs.data()), N, HV, K, V);
+    std::vector<float> o(T * HV * V, fnan);
+    const std::string msg = error_of([&] { call<la::ScalarDecay>(f, in, la::view(o.data(), 1, T, HV, V), opt); });
+    INFO(msg);
+    CHECK(msg.find("'options.final_state' overlaps input 'options.cu_seqlens'") != std::string::npos);
+    CHECK(offs == before);
+    CHECK(all_nan(o));
+  }
+}
+
+TEST_CASE("outputs interleaved with inputs in one buffer are accepted when no element is shared", "[validation]") {
+  // v and out in one [B, T, 2, HV, V] buffer: v at slot 0, out at slot 1 of the third axis.
+  call_data d;
+  const auto in0 = d.scalar();
+  std::vector<float> ref(B * T * HV * V, fnan);
+  la::chunkwise_forward<la::ScalarDecay>(in0, la::view(ref.data(), B, T, HV, V), d.opts());
+  const index_t st[4] = {T * 2 * HV * V, 2 * HV * V, V, 1};  // [B, T, 2, HV, V] buffer
+  std::vector<float> buf(B * T * 2 * HV * V, fnan);
+  for (index_t b = 0; b < B; ++b)
+    for (index_t t = 0; t < T; ++t)
+      for (index_t i = 0; i < HV * V; ++i) buf[b * st[0] + t * st[1] + i] = d.v[(b * T + t) * HV * V + i];
+  auto in = in0;
+  in.v = la::view(static_cast<const float*>(buf.data()), {B, T, HV, V}, st);
+  for (form f : {form::recurrent, form::parallel, form::chunkwise}) {
+    CAPTURE(int(f));
+    la::tensor_view<float, 4> out = la::view(buf.data() + HV * V, {B, T, HV, V}, st);
+    call<la::ScalarDecay>(f, in, out, d.opts());
+    double err = 0, norm = 0;
+    for (index_t b = 0; b < B; ++b)
+      for (index_t t = 0; t < T; ++t)
+        for (index_t h = 0; h < HV; ++h)
+          for (index_t j = 0; j < V; ++j) {
+            err = std::max(err, double(std::abs(out(b, t, h, j) - ref[((b * T + t) * HV + h) * V + j])));
+            norm = std::max(norm, double(std::abs(ref[((b * T + t) * HV + h) * V + j])));
+          }
+    CHECK(err <= 1e-5 * norm);
+  }
+  // The other direction: shifted by one element, out shares elements with v and is rejected.
+  auto shifted = la::view(buf.data() + HV * V - 1, {B, T, HV, V}, st);
+  const auto before = buf;
+  CHECK(error_of([&] { la::chunkwise_forward<la::ScalarDecay>(in, shifted, d.opts()); }).find("'out' overlaps input 'v'") !=
+        std::string::npos);
+  CHECK(std::equal(buf.begin(), buf.end(), before.begin(), [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
+}
+
+TEST_CASE("output strides are rejected only when they make two elements share memory", "[validation]") {
+  // Shape [2, 2, 3, 2] with strides [18, 9, 2, 3]: the (HV, V) offsets 0 2 4 / 3 5 7 interleave
+  // but never coincide, so every element is distinct (an interval test would refuse it).
+  const index_t b = 2, t = 2, hv = 3, v = 2, h = 1, k = 3;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n;
+  std::vector<float> q(b * t * h * k), kk(b * t * h * k), vv(b * t * hv * v), g(b * t * hv);
+  for (auto* x : {&q, &kk, &vv}) for (auto& e : *x) e = n(rng);
+  for (auto& e : g) e = -std::abs(n(rng));
+  la::ScalarDecay::inputs<float> in{.q = la::view(q.data(), b, t, h, k), .k = la::view(kk.data(), b, t, h, k),
+                                    .v = la::view(vv.data(), b, t, hv, v), .g = la::view(g.data(), b, t, hv)};
+  std::vector<float> ref(b * t * hv * v, fnan), buf(36, fnan);
+  la::recurrent_forward<la::ScalarDecay>(in, la::view(ref.data(), b, t, hv, v));
+  auto out = la::view(buf.data(), {b, t, hv, v}, {18, 9, 2, 3});
+  la::chunkwise_forward<la::ScalarDecay>(in, out);
+  for (index_t i0 = 0; i0 < b; ++i0)
+    for (index_t i1 = 0; i1 < t; ++i1)
+      for (index_t i2 = 0; i2 < hv; ++i2)
+        for (index_t i3 = 0; i3 < v; ++i3)
+          CHECK(std::abs(out(i0, i1, i2, i3) - ref[((i0 * t + i1) * hv + i2) * v + i3]) <= 1e-5f);
+  // Strides [18, 9, 2, 4]: (HV, V) offsets 0 2 4 / 4 6 8 meet at 4.
+  std::fill(buf.begin(), buf.end(), fnan);
+  const std::string msg = error_of([&] { la::chunkwise_forward<la::ScalarDecay>(in, la::view(buf.data(), {b, t, hv, v}, {18, 9, 2, 4})); });
+  INFO(msg);
+  CHECK(msg.find("'out' has strides [18, 9, 2, 4]") != std::string::npos);
+  CHECK(msg.find("share memory") != std::string::npos);
+  CHECK(all_nan(buf));
 }

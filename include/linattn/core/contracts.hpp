@@ -66,38 +66,54 @@ namespace detail {
 
 /// The log gate a rule of the linear families needs for its kind of decay.
 template <class Rule>
-constexpr void check_log_gate() {
-  if constexpr (Rule::decay == decay_kind::scalar)
+constexpr bool check_log_gate() {
+  if constexpr (Rule::decay == decay_kind::scalar) {
     static_assert(contract::scalar_log_gate<Rule>,
                   "linattn: a rule with decay_kind::scalar needs static T log_gate(const inputs<T>&, index_t b, index_t t, index_t hv)");
-  if constexpr (Rule::decay == decay_kind::vector)
+    return contract::scalar_log_gate<Rule>;
+  } else if constexpr (Rule::decay == decay_kind::vector) {
     static_assert(contract::vector_log_gate<Rule>,
                   "linattn: a rule with decay_kind::vector needs static T log_gate(const inputs<T>&, index_t b, index_t t, index_t hv, index_t d)");
+    return contract::vector_log_gate<Rule>;
+  }
+  return true;
 }
 
 /// Fails to compile, with one line naming the missing member, when Rule does not meet its
-/// family's contract. Families without a contract here pass.
+/// family's contract; returns whether it does (the entry points then skip the algorithm, so
+/// that the one line is all the compiler says). Families without a contract here pass.
 template <class Rule>
-constexpr void check_contract() {
+constexpr bool check_contract() {
   using F = typename Rule::family;
+  bool ok = true;
   if constexpr (std::same_as<F, additive_family> || std::same_as<F, householder_family>) {
     static_assert(contract::decay<Rule>, "linattn: a linear-family rule needs static constexpr decay_kind decay");
-    if constexpr (contract::decay<Rule>) check_log_gate<Rule>();
+    if constexpr (contract::decay<Rule>) ok = check_log_gate<Rule>();
+    else ok = false;
   }
-  if constexpr (std::same_as<F, householder_family>)
+  if constexpr (std::same_as<F, householder_family>) {
     static_assert(contract::beta<Rule>,
                   "linattn: a householder_family rule needs static A beta(const inputs<T>&, index_t b, index_t t, index_t hv, A key_sqnorm)");
+    ok = ok && contract::beta<Rule>;
+  }
   if constexpr (std::same_as<F, ttt_family>) {
     static_assert(contract::step<Rule>, "linattn: a ttt_family rule needs static A step<T, A>(const inputs<T>&, index_t b, index_t t, index_t hv)");
     static_assert(contract::tau<Rule>, "linattn: a ttt_family rule needs static A tau<T, A>(const inputs<T>&, index_t i)");
     static_assert(contract::ln_eps<Rule>, "linattn: a ttt_family rule needs static constexpr double ln_eps");
+    ok = contract::step<Rule> && contract::tau<Rule> && contract::ln_eps<Rule>;
   }
   if constexpr (std::same_as<F, rls_family>) {
     static_assert(contract::scalar_log_gate<Rule>,
                   "linattn: an rls_family rule needs static T log_gate(const inputs<T>&, index_t b, index_t t, index_t hv)");
     static_assert(contract::state_columns<Rule>, "linattn: an rls_family rule needs static index_t state_columns(index_t K, index_t V)");
+    ok = contract::scalar_log_gate<Rule> && contract::state_columns<Rule>;
   }
+  return ok;
 }
+
+/// Whether Rule meets its family's contract (check_contract, asserting on the first miss).
+template <class Rule>
+inline constexpr bool meets_contract = check_contract<Rule>();
 
 }  // namespace detail
 

@@ -3,6 +3,8 @@
 /// The validated description of one call: sizes, sequences and the resolved options.
 #pragma once
 
+#include <vector>
+
 #include "config.hpp"
 #include "options.hpp"
 
@@ -21,6 +23,25 @@ inline const char* form_name(form f) {
   return "?";
 }
 
+/// The offsets of a packed batch, copied once at validation: nothing the call writes (an
+/// output placed over the caller's offsets, say) can change them while it runs.
+class sequence_offsets {
+ public:
+  sequence_offsets() = default;
+  explicit sequence_offsets(const seqlens_view& cu) : given_(cu.given()) {
+    if (!given_) return;
+    offsets_.resize(static_cast<std::size_t>(cu.size()));
+    for (index_t i = 0; i < cu.size(); ++i) offsets_[static_cast<std::size_t>(i)] = cu[i];
+  }
+  bool given() const { return given_; }
+  index_t size() const { return static_cast<index_t>(offsets_.size()); }
+  index_t operator[](index_t i) const { return offsets_[static_cast<std::size_t>(i)]; }
+
+ private:
+  std::vector<index_t> offsets_;
+  bool given_ = false;
+};
+
 /// Sizes of a validated call. Sequence n lives in batch row `batch(n)`, tokens
 /// [start(n), start(n) + length(n)).
 struct problem {
@@ -30,7 +51,7 @@ struct problem {
   double scale = 1.0;  // resolved q scale
   index_t chunk = 64;  // chunk size (chunkwise form)
   int threads = 1;     // resolved thread count (>= 1)
-  seqlens_view cu;     // given only for packed batches
+  sequence_offsets cu;  // given only for packed batches (N + 1 offsets)
 
   index_t batch(index_t n) const { return cu.given() ? 0 : n; }
   index_t start(index_t n) const { return cu.given() ? cu[n] : 0; }

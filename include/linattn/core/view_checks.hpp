@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "options.hpp"
 #include "tensor_view.hpp"
 
 namespace linattn::detail {
@@ -55,20 +56,7 @@ struct memory_region {
     return {base + static_cast<std::uintptr_t>(lo * bytes), base + static_cast<std::uintptr_t>((hi + 1) * bytes)};
   }
   /// True when no two index tuples address the same element (what outputs need).
-  bool distinct() const {
-    if (size() == 0) return true;  // e.g. T = 0 with B > 1: contiguous strides contain a 0
-    std::array<std::pair<index_t, index_t>, 5> dims{};  // (|stride|, extent)
-    int n = 0;
-    for (int d = 0; d < rank; ++d)
-      if (extent[d] > 1) dims[n++] = {stride[d] < 0 ? -stride[d] : stride[d], extent[d]};
-    std::sort(dims.begin(), dims.begin() + n);
-    index_t span = 1;  // elements covered by the dims seen so far
-    for (int i = 0; i < n; ++i) {
-      if (dims[i].first < span) return false;
-      span = dims[i].first * (dims[i].second - 1) + span;
-    }
-    return true;
-  }
+  bool distinct() const;
   /// True when both name exactly the same elements in the same order (an in-place pair).
   bool same_elements(const memory_region& o) const {
     return base == o.base && bytes == o.bytes && rank == o.rank && extent == o.extent && stride == o.stride;
@@ -88,8 +76,96 @@ memory_region region_of(const char* name, const tensor_view<T, R>& v) {
   return m;
 }
 
-/// True when the two regions may touch a common byte.
-inline bool overlaps(const memory_region& a, const memory_region& b) { return overlaps(a.range(), b.range()); }
+/// Element offsets as a lattice: sum_d k_d s_d with k_d in [lo_d, hi_d] and s_d > 0. Whether
+/// it reaches a target offset is decided by a depth-first search from the largest stride down,
+/// pruned by the range the smaller strides can still cover; a search that would take more
+/// than `budget` steps gives up (the callers then answer conservatively).
+class offset_lattice {
+ public:
+  void add(index_t stride, index_t lo, index_t hi) {
+    if (lo == hi && lo == 0) return;
+    if (stride < 0) stride = -stride, std::swap(lo, hi), lo = -lo, hi = -hi;
+    if (stride == 0) return;  // adds nothing to the offset
+    for (int i = 0; i < n_; ++i)
+      if (dims_[i].stride == stride) {  // equal strides: the index ranges add
+        dims_[i].lo += lo, dims_[i].hi += hi;
+        return;
+      }
+    dims_[n_++] = {stride, lo, hi};
+  }
+  /// 1: some k reaches `target`; 0: none does; -1: gave up.
+  int reaches(index_t target, long budget = 100000) {
+    std::sort(dims_.begin(), dims_.begin() + n_, [](const dim& a, const dim& b) { return a.stride > b.stride; });
+    for (int i = n_ - 1; i >= 0; --i) {  // [min, max] of the sum over dims i..n-1
+      min_[i] = dims_[i].stride * dims_[i].lo + (i + 1 < n_ ? min_[i + 1] : 0);
+      max_[i] = dims_[i].stride * dims_[i].hi + (i + 1 < n_ ? max_[i + 1] : 0);
+    }
+    budget_ = budget;
+    const bool found = search(0, target);
+    return budget_ < 0 ? -1 : found;
+  }
+  int size() const { return n_; }
+
+ private:
+  struct dim {
+    index_t stride, lo, hi;
+  };
+  static index_t floor_div(index_t a, index_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+  static index_t ceil_div(index_t a, index_t b) { return -floor_div(-a, b); }
+  bool search(int i, index_t target) {
+    if (--budget_ < 0) return false;
+    if (i == n_) return target == 0;
+    if (target < min_[i] || target > max_[i]) return false;
+    const dim& d = dims_[i];
+    const index_t rest_min = i + 1 < n_ ? min_[i + 1] : 0, rest_max = i + 1 < n_ ? max_[i + 1] : 0;
+    const index_t k0 = std::max(d.lo, ceil_div(target - rest_max, d.stride));
+    const index_t k1 = std::min(d.hi, floor_div(target - rest_min, d.stride));
+    for (index_t k = k0; k <= k1 && budget_ >= 0; ++k)
+      if (search(i + 1, target - k * d.stride)) return true;
+    return false;
+  }
+  std::array<dim, 10> dims_{};
+  std::array<index_t, 10> min_{}, max_{};
+  int n_ = 0;
+  long budget_ = 0;
+};
+
+inline bool memory_region::distinct() const {
+  if (size() == 0) return true;  // e.g. T = 0 with B > 1: contiguous strides contain a 0
+  for (int d = 0; d < rank; ++d)
+    if (extent[d] > 1 && stride[d] == 0) return false;
+  // Two index tuples meet iff sum_d k_d s_d = 0 for some k != 0, |k_d| < extent_d; by symmetry
+  // the first nonzero k_d (in dimension order) is positive.
+  for (int first = 0; first < rank; ++first) {
+    if (extent[first] < 2) continue;
+    offset_lattice l;
+    l.add(stride[first], 1, extent[first] - 1);
+    for (int d = first + 1; d < rank; ++d) l.add(stride[d], -(extent[d] - 1), extent[d] - 1);
+    if (l.reaches(0) != 0) return false;  // found, or too costly to rule out
+  }
+  return true;
+}
+
+/// True when the two regions touch a common byte: exact for views of one element size whose
+/// addresses lie on one grid of that size (an `out` interleaved with `v` in one buffer does not
+/// overlap it); otherwise, or when the exact test would be costly, whether their address
+/// ranges intersect.
+inline bool overlaps(const memory_region& a, const memory_region& b) {
+  if (!overlaps(a.range(), b.range())) return false;
+  const auto delta = static_cast<std::intptr_t>(b.base - a.base);
+  if (a.bytes != b.bytes || delta % a.bytes != 0) return true;
+  offset_lattice l;  // a's offsets minus b's offsets, in elements
+  for (int d = 0; d < a.rank; ++d) l.add(a.stride[d], 0, a.extent[d] - 1);
+  for (int d = 0; d < b.rank; ++d) l.add(b.stride[d], -(b.extent[d] - 1), 0);
+  return l.reaches(static_cast<index_t>(delta / a.bytes)) != 0;
+}
+
+/// The offsets of a packed batch as a region (32- or 64-bit entries).
+inline memory_region region_of(const char* name, const seqlens_view& cu) {
+  memory_region m{name, reinterpret_cast<std::uintptr_t>(cu.data()), cu.wide() ? 8 : 4, 1, {}, {}};
+  m.extent[0] = cu.size(), m.stride[0] = cu.stride();
+  return m;
+}
 
 /// Calls f(value, index-array) for every element of a view.
 template <class T, int R, class F>
