@@ -103,7 +103,15 @@ class call_checker {
     }
     if (x.extents() != want)
       fail(name, "has shape " + shape_string(x.extents()) + ", expected " + symbolic + " = " + shape_string(want));
+    check_reach(name, x);
     if (x.data() == nullptr && x.size() > 0) fail(name, "has null data");
+  }
+  /// Rejects a view whose element count or address reach overflows the index type.
+  template <class V>
+  void check_reach(const char* name, const V& x) {
+    if (!fits_index(x))
+      fail(name, "has shape " + shape_string(x.extents()) + " and strides " + shape_string(x.strides()) +
+                     " whose element count or address reach overflows a 64-bit index");
   }
   /// A read-only view the call's outputs must not overlap; scanned by check_finite.
   template <class V>
@@ -135,6 +143,7 @@ class call_checker {
     if (!q.given()) fail("q", "is missing; expected a view of shape [B, T, H, K]");
     for (int d = 0; d < 4; ++d)
       if (q.extent(d) < 0) fail("q", "has a negative extent: shape " + shape_string(q.extents()));
+    check_reach("q", q);
     p_.B = q.extent(0), p_.T = q.extent(1), p_.H = q.extent(2), p_.K = q.extent(3);
     if (p_.B < 1 || p_.H < 1 || p_.K < 1)
       fail("q", "has shape " + shape_string(q.extents()) + ", expected [B, T, H, K] with B, H, K >= 1");
@@ -145,6 +154,7 @@ class call_checker {
     if (v.extent(0) != p_.B || v.extent(1) != p_.T || v.extent(2) < 1 || v.extent(3) < 1)
       fail("v", "has shape " + shape_string(v.extents()) + ", expected [B, T, HV, V] = [" +
                     std::to_string(p_.B) + ", " + std::to_string(p_.T) + ", HV, V] with HV, V >= 1 (B, T from q)");
+    check_reach("v", v);
     p_.HV = v.extent(2), p_.V = v.extent(3);
     if (p_.HV % p_.H != 0)
       fail("v", "has HV = " + std::to_string(p_.HV) + " value heads, expected a multiple of H = " +
@@ -157,8 +167,9 @@ class call_checker {
   }
 
   void check_options() {
-    if (opt_.scale && !std::isfinite(*opt_.scale))
-      fail("options.scale", "is " + std::to_string(*opt_.scale) + ", expected a finite number");
+    if (opt_.scale && !(std::isfinite(*opt_.scale) && std::isfinite(static_cast<Real>(*opt_.scale))))
+      fail("options.scale", "is " + std::to_string(*opt_.scale) + ", expected a finite number (in the state type, " +
+                                (sizeof(Real) == 4 ? "float" : "double") + ")");
     if constexpr (requires { Rule::default_scale(p_.K); })
       p_.scale = opt_.scale ? *opt_.scale : Rule::default_scale(p_.K);
     else

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -21,6 +22,23 @@ std::string shape_string(const std::array<index_t, R>& e) {
   std::string s = "[";
   for (std::size_t d = 0; d < R; ++d) s += (d ? ", " : "") + std::to_string(e[d]);
   return s + "]";
+}
+
+/// True when the view's element count and its address reach in bytes (sum of |stride| x
+/// (extent - 1), times the element size) fit the index type, so no index arithmetic on it can
+/// wrap around.
+template <class T, int R>
+bool fits_index(const tensor_view<T, R>& v) {
+  index_t count = 1, reach = 0;
+  for (int d = 0; d < R; ++d) {
+    const index_t e = v.extent(d), st = v.stride(d) < 0 ? -v.stride(d) : v.stride(d);
+    index_t term = 0;
+    if (e < 0 || v.stride(d) == std::numeric_limits<index_t>::min()) return false;
+    if (__builtin_mul_overflow(count, e, &count)) return false;
+    if (e > 0 && (__builtin_mul_overflow(st, e - 1, &term) || __builtin_add_overflow(reach, term, &reach))) return false;
+  }
+  index_t bytes = 0;
+  return !__builtin_mul_overflow(reach + 1, static_cast<index_t>(sizeof(T)), &bytes);
 }
 
 /// Byte addresses [lo, hi) touched by a view; empty (lo == hi) when it has no elements.

@@ -22,6 +22,7 @@
 #include "../linalg/row_gemm.hpp"
 #include "../io/token_io.hpp"
 #include "../linalg/transpose.hpp"
+#include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
 
@@ -59,14 +60,25 @@ class additive_worker {
   /// Loads tokens [t0, t0 + n) of batch row `b`: q/k of head hq (q times scale), v and
   /// gates of value head hv.
   void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
+    load_rows_only(in, b, t0, n, hq, hv, scale);
+    prepare(in, b, t0, hv);
+  }
+
+  /// The two halves of load, for a worker that rewrites the rows in between (the Householder
+  /// family normalises its keys): the rows of q, k and v ...
+  void load_rows_only(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
     n_ = n;
     load_rows(in.q, b, t0, hq, n, Q_, scale);
     load_rows(in.k, b, t0, hq, n, K_, A(1));
     load_rows(in.v, b, t0, hv, n, V_, A(1));
+  }
+  /// ... then the gates' cumulative sums, the decayed key copies and the scores.
+  void prepare(const inputs_t& in, index_t b, index_t t0, index_t hv) {
+    const index_t n = n_;
     if constexpr (decay != decay_kind::vector) transpose_into(Kx_.leftCols(n), K_.topRows(n));
     if constexpr (decay == decay_kind::scalar) {
       Cum run = 0;
-      for (index_t r = 0; r < n; ++r) b_(r, 0) = run += static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv));
+      for (index_t r = 0; r < n; ++r) b_(r, 0) = run += static_cast<Cum>(floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv)));
       // exp(b): one vectorised pass (a lazy exp inside asDiagonal() would be re-evaluated
       // for every packet of the product).
       eb_.head(n) = ex(scalar_gates().head(n));
@@ -75,7 +87,7 @@ class additive_worker {
       const index_t K = K_.cols();
       for (index_t r = 0; r < n; ++r)
         for (index_t d = 0; d < K; ++d)
-          b_(r, d) = (r ? b_(r - 1, d) : Cum(0)) + static_cast<Cum>(Rule::log_gate(in, b, t0 + r, hv, d));
+          b_(r, d) = (r ? b_(r - 1, d) : Cum(0)) + static_cast<Cum>(floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d)));
       // Keys pre-decayed to the last row of their 64-block (Kt_) and 16-block (Ks_).
       for (index_t i = 0; i < n; ++i) {
         const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
@@ -147,6 +159,7 @@ class additive_worker {
   const mat<A>& keys() const { return K_; }
   /// Kᵀ of the span (rules without a vector gate).   [K, cap]
   const mat<A>& keys_transposed() const { return Kx_; }
+  mat<A>& keys() { return K_; }
   mat<A>& values() { return V_; }
   const mat<Cum>& cumulative_gates() const { return b_; }
   /// The scalar-gate cumsum as a contiguous vector (vectorised exps).   [cap]

@@ -28,6 +28,7 @@
 #include "../linalg/eigen_types.hpp"
 #include "../linalg/row_gemm.hpp"
 #include "../linalg/unit_lower_solve.hpp"
+#include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
 
@@ -57,10 +58,14 @@ class householder_worker {
   }
 
   void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
-    core_.load(in, b, t0, n, hq, hv, scale);
+    core_.load_rows_only(in, b, t0, n, hq, hv, scale);
+    // Unit keys, values over |k| and beta |k|^2: the same update, whatever the key norms.
+    for (index_t r = 0; r < n; ++r)
+      beta_(r) = normalise_key<A>(core_.keys().row(r), core_.values().row(r),
+                                  [&](double sq) { return Rule::beta(in, b, t0 + r, hv, sq); });
+    core_.prepare(in, b, t0, hv);
     if (n == 0) return;
     const auto& K = core_.keys();
-    for (index_t r = 0; r < n; ++r) beta_(r) = Rule::beta(in, b, t0 + r, hv, K.row(r).squaredNorm());
 
     // M's strictly lower part becomes A = stril(diag(beta) (K K^T ⊙ Gam)).   [n, n]
     // Only the strictly lower part is used: row r against keys [0, r) (and a few more, up to

@@ -16,6 +16,7 @@
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"
 #include "../io/token_io.hpp"
+#include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
 
@@ -45,8 +46,10 @@ class token_worker {
         for (index_t d = 0; d < H_.rows(); ++d) H_.row(d) *= std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv, d)));
       }
       if constexpr (corrects) {
+        // Unit key, value over |k|, beta |k|^2: the same update for any key norm.
+        const A beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });
         u_.noalias() -= k_ * H_;  // v - S k   [V]
-        u_ *= Rule::beta(in, b, t, hv, k_.squaredNorm());
+        u_ *= beta;
       }
       H_.noalias() += k_.transpose() * u_;
       o_.noalias() = q_ * H_;

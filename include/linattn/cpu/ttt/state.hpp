@@ -22,8 +22,9 @@ struct ttt_state {
   row_vec<A> a;    // [D]     sum_j c_j g_j
   index_t pos = 0;  // tokens of the unfinished mini-batch, 0..mini_batch-1
   row_vec<A> gam, bet;  // [D] inner LayerNorm weight and bias of this head
+  row_vec<A> tail;      // [D] the cache's row D + 1 after its position entry, carried through
 
-  explicit ttt_state(index_t D) : W(D, D), b(D), Aw(D, D), a(D), gam(D), bet(D) {}
+  explicit ttt_state(index_t D) : W(D, D), b(D), Aw(D, D), a(D), gam(D), bet(D), tail(D) {}
 
   /// Loads head hv of sequence n (missing views: zero weights, empty mini-batch).
   template <class Inputs, class S>
@@ -36,12 +37,14 @@ struct ttt_state {
       bet(j) = static_cast<A>(in.ln_bias(hv, j));
     }
     const auto& c = in.initial_cache;
+    tail.setZero();
     if (!c.given()) {
       Aw.setZero();
       a.setZero();
       pos = 0;
       return;
     }
+    for (index_t j = 1; j < D; ++j) tail(j) = static_cast<A>(c(n, hv, D + 1, j));
     for (index_t i = 0; i < D; ++i)
       for (index_t j = 0; j < D; ++j) Aw(i, j) = static_cast<A>(c(n, hv, i, j));
     for (index_t j = 0; j < D; ++j) a(j) = static_cast<A>(c(n, hv, D, j));
@@ -72,7 +75,7 @@ struct ttt_state {
       for (index_t j = 0; j < D; ++j) c(n, hv, i, j) = static_cast<S>(Aw(i, j));
     for (index_t j = 0; j < D; ++j) {
       c(n, hv, D, j) = static_cast<S>(a(j));
-      c(n, hv, D + 1, j) = S(0);
+      c(n, hv, D + 1, j) = static_cast<S>(tail(j));  // carried through unchanged
     }
     c(n, hv, D + 1, 0) = static_cast<S>(pos);
   }

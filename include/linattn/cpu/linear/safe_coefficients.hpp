@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Per-token coefficients of the linear rules, put in a form that hostile inputs cannot break
+/// (docs/math.md#numerical-regimes):
+///   - log gates are floored where exp() is already exactly zero in the state type, so a hard
+///     reset (a gate of -inf) or a huge gate next to small ones leaves the chunk's cumulative
+///     sums finite and exact enough (they are summed in double);
+///   - the delta update S += beta (v - S k) k^T is the same with (k/|k|, v/|k|, beta |k|^2),
+///     so keys are normalised per token with a norm that cannot overflow, and beta comes from
+///     the rule in double: any key norm float can hold gives the exact rule's result.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../../core/config.hpp"
+
+namespace linattn::cpu {
+
+/// The most negative log gate that still matters in state type A: exp() of anything below
+/// underflows to exactly zero (float: e^-104 < 2^-149; double: e^-746 < 2^-1074).
+template <class A>
+inline constexpr double gate_floor = sizeof(A) == 4 ? -110.0 : -760.0;
+
+/// A log gate as a finite number >= gate_floor<A> (NaN stays NaN).
+template <class A, class G>
+double floored_gate(G g) {
+  const double x = static_cast<double>(g);
+  return x < gate_floor<A> ? gate_floor<A> : x;
+}
+
+/// Rescales the key row k (and the value row v) of one token to unit norm and returns the
+/// matching write strength beta |k|^2, where `beta_of(sqnorm)` is the rule's beta for a key of
+/// squared norm `sqnorm` (evaluated in double). A zero or non-finite key is left as it is and
+/// gets beta_of(|k|^2) unchanged.
+template <class A, class KRow, class VRow, class BetaOf>
+A normalise_key(KRow&& k, VRow&& v, BetaOf&& beta_of) {
+  const A m = k.cwiseAbs().maxCoeff();
+  if (!(m > A(0)) || !std::isfinite(m)) return static_cast<A>(beta_of(static_cast<double>(k.squaredNorm())));
+  const A s = (k / m).norm();                                // in [1, sqrt(K)]: no overflow
+  const double norm = static_cast<double>(m) * static_cast<double>(s), sq = norm * norm;
+  k /= m;
+  k /= s;
+  v /= m;
+  v /= s;
+  return static_cast<A>(beta_of(sq) * sq);
+}
+
+}  // namespace linattn::cpu
