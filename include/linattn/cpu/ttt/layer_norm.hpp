@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Row-wise LayerNorm of the TTT inner model and its fused backward with the L2 loss
-/// (MATH.md §6.1-§6.2), in the accumulation type A. For a row z (length D):
+/// (docs/math.md#ttt-inner-model, docs/math.md#ttt-gradient), in the accumulation type A. For
+/// a row z (length D):
 ///
 ///   xh = (z - mean(z)) / sd,  sd = sqrt(||z - mean(z)||^2 / D + eps)     (biased variance)
 ///   LN(z) = gam ⊙ xh + bet
