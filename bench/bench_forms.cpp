@@ -38,7 +38,7 @@ constexpr kind kind_of() {
   else return kind::additive;
 }
 
-/// Useful FLOPs of one call, MATH.md §8 per head (L = T), times B*H heads. Additive family:
+/// Useful FLOPs of one call, docs/math.md#costs per head (L = T), times B*H heads. Additive family:
 ///   recurrent  4 L K V (Hebbian); 5 L K V with a decay (+ L K V to scale the state)
 ///   chunkwise  2 L C (K + V) + 4 L K V   (intra-chunk QK^T and PV, plus state read and write)
 ///   parallel   L^2 (K + V)               (the causal half of the dense 2 L^2 (K + V))
@@ -48,7 +48,7 @@ constexpr kind kind_of() {
 ///   parallel   L^2 (3 K + 2 V) + 6 L K V (causal Gram, triangular solve for [W U], causal
 ///              scores and their product with U~, and the three state products)
 /// Softmax attention (the quadratic reference), every form: L^2 (K + V), the causal half of
-/// the dense 2 L^2 (K + V) of MATH.md §8 (scores Q K^T and their product with V).
+/// the dense 2 L^2 (K + V) of docs/math.md#costs (scores Q K^T and their product with V).
 /// Exponentials are not counted.
 double useful_flops(form f, kind r, bool decays, const shape& s) {
   const double L = double(s.T), K = double(s.K), V = double(s.V);

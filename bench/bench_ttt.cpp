@@ -8,7 +8,7 @@
 ///             gemm_1024; 5 repetitions in random order -> bench/results/ttt.json
 ///   --smoke   tiny shape, two iterations per row (the ctest `bench_ttt_smoke`)
 ///
-/// Counters: tokens_per_s and gflops from MATH.md §6.4-§6.5 per head: primal 6 L D^2
+/// Counters: tokens_per_s and gflops from docs/math.md#ttt-forms per head: primal 6 L D^2
 /// (matrix-vector), dual L (6 D^2 + 6 b D) (block products); LayerNorm work is not counted.
 /// A summary prints each row's median time and its speed-up over the primal form.
 
@@ -33,7 +33,7 @@ const char* ttt_name(form f) {
 /// The default shape: B=1 T=4096 H=8 D=K=V=64, tiles C=64, mini-batch b=16, one thread.
 constexpr shape ttt_shape{1, 4096, 8, 64, 64, 64, 1, 16};
 
-/// Useful FLOPs of one call (MATH.md §6.4-§6.5), times B*H heads (D = K = V).
+/// Useful FLOPs of one call (docs/math.md#ttt-forms), times B*H heads (D = K = V).
 double useful_flops(form f, const shape& s) {
   const double L = double(s.T), D = double(s.K), b = double(s.b);
   const double per_head = f == form::recurrent ? 6 * L * D * D : L * (6 * D * D + 6 * b * D);

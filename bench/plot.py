@@ -284,7 +284,7 @@ def plot_delta_chunks(plt, rows, ctx, out):
         for c, r in ch:
             ax.annotate(f"{100 * r['gflops'] / g:.0f}% of GEMM", (c, r["tokens_per_s"]), textcoords="offset points",
                         xytext=(0, 6), ha="center", fontsize=8)
-        ax.text(0.01, 0.01, "% of GEMM: MATH.md §8 useful FLOPs per second / gemm_1024's rate in the same run",
+        ax.text(0.01, 0.01, "% of GEMM: docs/math.md#costs useful FLOPs per second / gemm_1024's rate in the same run",
                 transform=ax.transAxes, fontsize=7, color="0.35")
     ax.set_title(f"GatedDelta B=1 T=8192 H=16 K=V=128 — {machine(ctx)}")
     ax.grid(True, which="both", alpha=0.3)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// MQAR capacity (MATH.md §7.12, the seed paper's construction): one test-time-regression
+// MQAR capacity (docs/math.md#mqar, the seed paper's construction): one test-time-regression
 // layer, a length-2 short convolution for keys (k_t = x_{t-1}), q_t = v_t = x_t, d = 64, no
 // learned parameters. An example holds P key-value pairs k_1 v_1 ... k_P v_P, then each key
 // again at a power-law-distributed even offset of the query region (filler tokens elsewhere);

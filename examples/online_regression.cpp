@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Online regression on a switching AR process (seed paper Section 5, MATH.md §7.13): keys follow
+// Online regression on a switching AR process (seed paper Section 5,
+// docs/math.md#online-regression): keys follow
 //   k_{t+1} = a k_t + 0.02 eps_t,  a = 0.9 for t < T/4, then 0.999,  eps_t ~ N(0, Sigma),
 // values v_t = k_{t+1} / ||k_{t+1}||, queries q_t = k_{t+1}. Each model predicts y_t from the
 // pairs (k_i, v_i), i <= t (no learned parameters), and pays loss_t = ||v_{t+1} - y_t||^2:

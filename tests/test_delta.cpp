@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The delta-rule family (Delta, GatedDelta, Longhorn): MATH.md §9 R3-R6, R10, N3, and the
-// documented behaviour with unnormalised keys (beta ||k||^2 > 2).
+// The delta-rule family (Delta, GatedDelta, Longhorn): docs/math.md#equivalences R3-R6, R10, N3,
+// and the documented behaviour with unnormalised keys (beta ||k||^2 > 2).
 #include "support/cases.hpp"
 #include "support/catch.hpp"
 
@@ -210,9 +210,9 @@ TEST_CASE("N1/N2 for GatedDelta: log gates of -60 and -1e-6", "[delta][robustnes
 }
 
 TEST_CASE("unnormalised keys (beta ||k||^2 > 2): chunkwise follows the diverging recurrence", "[delta][robustness]") {
-  // |1 - beta ||k||^2| > 1 makes the recurrence itself grow geometrically (MATH.md §8): the
-  // chunkwise form must track it while the values are representable and never turn a finite
-  // reference into NaN.
+  // |1 - beta ||k||^2| > 1 makes the recurrence itself grow geometrically
+  // (docs/math.md#numerical-regimes): the chunkwise form must track it while the values are
+  // representable and never turn a finite reference into NaN.
   std::mt19937_64 rng(59);
   const ref::dims d{.B = 1, .T = 200, .H = 1, .HV = 1, .K = 16, .V = 8};
   auto p = make_problem(rng, d, spec_of<la::Delta>());

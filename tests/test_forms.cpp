@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Every form of every rule against the float64 reference: MATH.md §9 T1, T3, T4, T5,
+// Every form of every rule against the float64 reference: docs/math.md#equivalences T1, T3, T4, T5,
 // T6, on odd shapes (T not a multiple of C, K != V, grouped value heads) and strided views.
 #include "support/catch.hpp"
 #include "support/cases.hpp"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// NLMS (MATH.md §5.1): every form against the float64 delta-rule reference with
+// NLMS (docs/math.md#nlms): every form against the float64 delta-rule reference with
 // beta_t = 1/(||k_t||^2 + eps_k) computed here, and R6 (Longhorn delta -> infinity == NLMS,
 // S_t k_t = v_t).
 #include "support/catch.hpp"

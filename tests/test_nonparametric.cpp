@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The nonparametric rules, MATH.md §7.8-§7.9, R13: softmax attention's online (tiled) and
+// The nonparametric rules (docs/math.md#softmax-attention, docs/math.md#local-linear-attention)
+// and R13 (docs/math.md#equivalences): softmax attention's online (tiled) and
 // token-by-token forms and decode over a kv_cache == a direct float64 softmax written here;
 // LocalLinearAttention == the weighted least-squares fit on [1, k_i - q] with an unpenalised
 // intercept, solved here by Gaussian elimination; and its large-ridge limit is softmax.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Structural properties of the additive rules: MATH.md §9 T2 (identity padding), T7
+// Structural properties of the additive rules: docs/math.md#equivalences T2 (identity padding), T7
 // (batch/head independence), T8 (linearity), R1 and R2 (reductions between rules), plus
 // in-place state and broadcast (stride-0) gates.
 #include "support/catch.hpp"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// RLS with forgetting (MATH.md §7.5), R12: recurrent (Sherman-Morrison) == batch ridge solve ==
+// RLS with forgetting (docs/math.md#rls), R12: recurrent (Sherman-Morrison) == batch ridge solve ==
 // chunkwise (block Woodbury + Cholesky) == parallel (normal equations) == decode. The oracle
 // below solves each prefix's weighted ridge problem directly in float64 (weights summed
 // explicitly, Gaussian elimination), sharing nothing with the library's recursions.

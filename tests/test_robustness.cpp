@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Numerically hostile inputs, MATH.md §9 N1, N2, N4, N5: every form must stay finite and agree
-// with the float64 reference.
+// Numerically hostile inputs, docs/math.md#equivalences N1, N2, N4, N5: every form must stay
+// finite and agree with the float64 reference.
 #include "support/catch.hpp"
 #include "support/harness.hpp"
 

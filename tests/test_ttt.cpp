@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// TTT-Linear (MATH.md §6) against the float64 oracle of tests/support/ttt_reference.hpp:
-// MATH.md §9 X1-X7, every form, packed batches, threads, hostile inputs.
+// TTT-Linear (docs/math.md#ttt-linear) against the float64 oracle of
+// tests/support/ttt_reference.hpp: docs/math.md#equivalences X1-X7, every form, packed batches,
+// threads, hostile inputs.
 #include <linattn/cpu/ttt/layer_norm.hpp>
 
 #include "support/catch.hpp"

@@ -43,7 +43,7 @@ constexpr rule_spec spec_of() {
   return s;
 }
 
-/// Tolerance on max|got - ref| / max|ref| (DESIGN.md §5).
+/// Tolerance on max|got - ref| / max|ref| (docs/design.md#testing).
 template <class T>
 constexpr double tolerance() {
   return std::is_same_v<T, double> ? 1e-10 : 1e-4;
@@ -60,7 +60,7 @@ inline double rel_err(const std::vector<double>& got, const std::vector<double>&
   return diff / std::max(scale, 1e-300);
 }
 
-/// How generated log gates look (MATH.md §9).
+/// How generated log gates look (docs/math.md#equivalences).
 enum class gates { mild, strong, weak, zero };
 
 /// Scales every key k_t to unit L2 norm.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The float64 oracle: the recurrences of MATH.md written out directly, one token at a time,
+/// The float64 oracle: the recurrences of docs/math.md written out directly, one token at a time,
 /// with plain loops and the natural orientation S [V x K] (o_t = S_t q_t). Shares no code with
 /// the library.
 #pragma once
@@ -46,7 +46,7 @@ struct result {
   std::vector<double> s;  // [N, HV, K, V]
 };
 
-/// MATH.md §1-§5.1, token by token:
+/// docs/math.md#hebbian through docs/math.md#longhorn, token by token:
 ///   additive:  S_t = decay_t(S_{t-1}) + v_t k_t^T
 ///   delta:     S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T
 ///   longhorn:  the delta update with beta_t = delta_t / (1 + delta_t ||k_t||^2)

@@ -51,7 +51,8 @@ inline ttt_ref::problem make_problem(std::mt19937_64& rng, shape s, bool with_st
   return p;
 }
 
-/// tau_i = max(0, 1/i + lam_i) with lam ~ 0.3 N (learned position factors, MATH.md §6.3).
+/// tau_i = max(0, 1/i + lam_i) with lam ~ 0.3 N (learned position factors,
+/// docs/math.md#ttt-learning-rates).
 inline std::vector<double> random_tau(std::mt19937_64& rng, int mb) {
   std::normal_distribution<double> normal;
   std::vector<double> tau(static_cast<std::size_t>(mb), 0.0);

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Float64 oracle for TTT-Linear, written from MATH.md §6 with plain loops in the natural
-/// orientation S [D x D] (S = W1^T, z = S k + b) and sharing no code with the library. The
-/// mini-batch definition (§6.4) is computed as written: all gradients at the mini-batch start,
-/// the post-update weights S_i materialised for every token i. Also: the plain online-GD loop
-/// (§6.5, b = 1), the linear inner model f_S(x) = S x (§6.5 "linear special case") and the
-/// loss itself (for finite differences).
+/// Float64 oracle for TTT-Linear, written from docs/math.md#ttt-linear with plain loops in the
+/// natural orientation S [D x D] (S = W1^T, z = S k + b) and sharing no code with the library.
+/// The mini-batch definition (docs/math.md#ttt-mini-batch) is computed as written: all
+/// gradients at the mini-batch start, the post-update weights S_i materialised for every token
+/// i. Also: the plain online-GD loop (b = 1, docs/math.md#ttt-forms), the linear inner model
+/// f_S(x) = S x (the "linear special case" there) and the loss itself (for finite
+/// differences).
 #pragma once
 
 #include <algorithm>
@@ -65,7 +66,7 @@ inline vec layer_norm(const vec& z, const vec& gam, const vec& bet, vec* xh_out 
   return y;
 }
 
-/// ell(z) = 1/2 ||LN(z) - y||^2 with y = v - k (MATH.md §6.1).
+/// ell(z) = 1/2 ||LN(z) - y||^2 with y = v - k (docs/math.md#ttt-inner-model).
 inline double loss(const vec& z, const vec& y, const vec& gam, const vec& bet) {
   const vec l = layer_norm(z, gam, bet);
   double s = 0;
@@ -73,7 +74,7 @@ inline double loss(const vec& z, const vec& y, const vec& gam, const vec& bet) {
   return s;
 }
 
-/// dl/dz by the fused formula of MATH.md §6.2.
+/// dl/dz by the fused formula of docs/math.md#ttt-gradient.
 inline vec grad_z(const vec& z, const vec& y, const vec& gam, const vec& bet) {
   const std::size_t d = z.size();
   vec xh;
@@ -140,7 +141,8 @@ inline vec read(const problem& p, const matrix& S, const vec& bias, const vec& q
 
 }  // namespace detail
 
-/// MATH.md §6.4 with a carried unfinished mini-batch (cache0, §6.6).
+/// docs/math.md#ttt-mini-batch with a carried unfinished mini-batch (cache0,
+/// docs/math.md#ttt-decode).
 inline result run(const problem& p) {
   const int D = p.D, N = p.sequences();
   result r;
@@ -235,8 +237,8 @@ inline result run(const problem& p) {
   return r;
 }
 
-/// The sequential online-GD loop of MATH.md §6.5 (b = 1): per token, one gradient step with
-/// eta_t = tau_1 c_t at the current weights, then the read. Outputs and final (w, bias).
+/// The sequential online-GD loop of docs/math.md#ttt-forms (b = 1): per token, one gradient
+/// step with eta_t = tau_1 c_t at the current weights, then the read. Outputs and final (w, bias).
 inline result online_gd(const problem& p) {
   const int D = p.D, N = p.sequences();
   result r;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// `kv_cache<Real>`: the growing state of softmax attention while decoding (MATH.md §7.8): every
-/// key (per q/k head) and value (per value head) seen so far, per sequence. Owning; grows by
-/// one row per head and decoded token. Memory is O(t (H K + HV V)) per sequence, against the
-/// constant HV K V of a matrix-state rule.
+/// `kv_cache<Real>`: the growing state of softmax attention while decoding
+/// (docs/math.md#softmax-attention): every key (per q/k head) and value (per value head) seen
+/// so far, per sequence. Owning; grows by one row per head and decoded token. Memory is
+/// O(t (H K + HV V)) per sequence, against the constant HV K V of a matrix-state rule.
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Delta rule (DeltaNet; LMS / Widrow-Hoff), MATH.md §3: one SGD step on 1/2 ||S k_t - v_t||^2,
+/// Delta rule (DeltaNet; LMS / Widrow-Hoff), docs/math.md#delta: one SGD step on
+/// 1/2 ||S k_t - v_t||^2,
 ///   S_t = S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
-/// beta in (0, 2] with L2-normalised keys (beta > 1: negative eigenvalues, MATH.md §7.2).
+/// beta in (0, 2] with L2-normalised keys (beta > 1: negative eigenvalues,
+/// docs/math.md#negative-eigenvalues).
 #pragma once
 
 #include "../core/family.hpp"

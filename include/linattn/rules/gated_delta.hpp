@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Gated delta rule (Gated DeltaNet), MATH.md §4:
+/// Gated delta rule (Gated DeltaNet), docs/math.md#gated-delta:
 ///   S_t = exp(g_t) S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
 #pragma once
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Hebbian rule (vanilla linear attention), MATH.md §1: S_t = S_{t-1} + v_t k_t^T, o_t = S_t q_t.
+/// Hebbian rule (vanilla linear attention), docs/math.md#hebbian:
+/// S_t = S_{t-1} + v_t k_t^T, o_t = S_t q_t.
 #pragma once
 
 #include "../core/family.hpp"

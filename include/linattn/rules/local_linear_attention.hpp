@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Local-linear ("p = 1") attention, MATH.md §7.9 (seed paper eq. 52-54): softmax weights
-/// w~_i = softmax_i(scale q_t^T k_i) over i <= t, then a weighted linear fit around the query,
+/// Local-linear ("p = 1") attention, docs/math.md#local-linear-attention (seed paper eq. 52-54):
+/// softmax weights w~_i = softmax_i(scale q_t^T k_i) over i <= t, then a weighted linear fit
+/// around the query,
 ///   kbar = sum w~_i k_i,  vbar = sum w~_i v_i,
 ///   Skk  = sum w~_i (k_i - kbar)(k_i - kbar)^T + ridge I,   Svk = sum w~_i (v_i - vbar)(k_i - kbar)^T,
 ///   o_t  = vbar + Svk Skk^{-1} (q_t - kbar)

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Longhorn, the paper's exact rule (MATH.md §5.1): the proximal step
+/// Longhorn, the paper's exact rule (docs/math.md#longhorn): the proximal step
 ///   S_t = argmin_S 1/2 ||S - S_{t-1}||_F^2 + delta_t/2 ||v_t - S k_t||^2
 /// is the delta rule with beta_t = delta_t / (1 + delta_t ||k_t||^2), stable without key
-/// normalisation. (The official code's diagonal approximation, MATH.md §5.2, is another rule.)
+/// normalisation. (The official code's diagonal approximation, docs/math.md#longhorn-official, is
+/// another rule.)
 #pragma once
 
 #include "../core/family.hpp"

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// NLMS (normalised LMS; Kaczmarz / projection rule), MATH.md §5.1 (the delta -> infinity limit
-/// of Longhorn): the delta rule with step beta_t = 1 / (||k_t||^2 + eps_k),
+/// NLMS (normalised LMS; Kaczmarz / projection rule), docs/math.md#nlms (the delta -> infinity
+/// limit of Longhorn, docs/math.md#longhorn): the delta rule with step
+/// beta_t = 1 / (||k_t||^2 + eps_k),
 ///   S_t = S_{t-1} + (v_t - S_{t-1} k_t) k_t^T / (||k_t||^2 + eps_k),
 /// so S_t k_t = v_t up to eps_k. The denominator eps_k > 0 keeps the step finite for a zero key
-/// (MATH.md §8: "NLMS denominator eps_k"). Needs no key normalisation: the non-unit eigenvalue
+/// (docs/math.md#numerical-regimes). Needs no key normalisation: the non-unit eigenvalue
 /// of the transition is eps_k / (||k||^2 + eps_k) in (0, 1].
 #pragma once
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Recursive least squares with a forgetting factor, MATH.md §7.5: S_t is the exact minimiser of
+/// Recursive least squares with a forgetting factor, docs/math.md#rls: S_t is the exact
+/// minimiser of
 ///   sum_{i<=t} w_{t,i} ||v_i - S k_i||^2 + delta w_{t,0} ||S||_F^2,   w_{t,i} = prod_{j=i+1..t} gamma_j,
 /// the regression end of the spectrum (Delta/NLMS take one step, RLS solves). Per token, with
 /// P = (sum_i w_{t,i} k_i k_i^T + delta w_{t,0} I)^{-1}:

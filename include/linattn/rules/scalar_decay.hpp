@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Scalar decay (RetNet, Lightning, Mamba-2, mLSTM without normaliser), MATH.md §2.1:
+/// Scalar decay (RetNet, Lightning, Mamba-2, mLSTM without normaliser), docs/math.md#scalar-decay:
 /// S_t = exp(g_t) S_{t-1} + v_t k_t^T. A constant per-head gate is a stride-0 view of g.
 #pragma once
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Softmax attention, the nonparametric end of test-time regression (MATH.md §7.8): a
-/// Nadaraya-Watson (locally constant) estimate over every earlier pair,
+/// Softmax attention, the nonparametric end of test-time regression
+/// (docs/math.md#softmax-attention): a Nadaraya-Watson (locally constant) estimate over
+/// every earlier pair,
 ///   o_t = sum_{i<=t} softmax_i(scale q_t^T k_i) v_i.
 /// It has no matrix state: the forms are the direct (parallel) softmax, the tiled online
 /// softmax (chunkwise; recurrent walks the cache token by token) and decode_step over a

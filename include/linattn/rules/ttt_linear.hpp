@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// TTT-Linear (Sun et al. 2024), MATH.md §6, with the semantics of the official ttt-lm code.
-/// The memory is a small model f(x) = x + LN(W^T x + b) (inner LayerNorm with weight gam and
-/// bias bet, eps = 1e-6), trained by mini-batch gradient descent on
-/// 1/2 ||f(k_t) - v_t||^2 inside the forward pass. For a mini-batch of b tokens with start
-/// weights (W_0, b_0) and gradients g_j all taken at the start,
+/// TTT-Linear (Sun et al. 2024), docs/math.md#ttt-linear, with the semantics of the official ttt-lm
+/// code. The memory is a small model f(x) = x + LN(W^T x + b) (inner LayerNorm with weight gam and
+/// bias bet, eps = 1e-6), trained by mini-batch gradient descent on 1/2 ||f(k_t) - v_t||^2 inside
+/// the forward pass. For a mini-batch of b tokens with start weights (W_0, b_0) and gradients g_j
+/// all taken at the start,
 ///
 ///   W_i = W_0 - tau_i sum_{j<=i} c_j k_j g_j^T,   b_i = b_0 - tau_i sum_{j<=i} c_j g_j
 ///   o_i = q_i + LN(W_i^T q_i + b_i)                 (post-update weights of token i)
@@ -15,7 +15,7 @@
 ///   - W: options::initial_state / final_state `[N, HV, D, D]`, the official W1 (row = input
 ///     dimension, column = output dimension), i.e. S^T as for every other rule.
 ///   - b: inputs::initial_bias / final_bias `[N, HV, D]` (default zero; optional output).
-///   - a partially trained mini-batch ("cache", MATH.md §6.6): inputs::initial_cache /
+///   - a partially trained mini-batch ("cache", docs/math.md#ttt-decode): inputs::initial_cache /
 ///     final_cache `[N, HV, D + 2, D]`: rows 0..D-1 = sum_j c_j k_j g_j^T (W layout), row D =
 ///     sum_j c_j g_j, row D + 1 = [i, 0, ..., 0] with i in [0, b) the tokens of the unfinished
 ///     mini-batch (stored as a number). Missing initial_cache = empty (i = 0).
@@ -47,7 +47,8 @@ struct TTTLinear {
   static constexpr const char* name = "TTTLinear";
   using family = ttt_family;
   static constexpr decay_kind decay = decay_kind::none;
-  /// Mini-batch size used when inputs::mini_batch is left at its default (MATH.md §6.4).
+  /// Mini-batch size used when inputs::mini_batch is left at its default
+  /// (docs/math.md#ttt-mini-batch).
   static constexpr index_t default_mini_batch = 16;
   /// LayerNorm epsilon (official code).
   static constexpr double ln_eps = 1e-6;

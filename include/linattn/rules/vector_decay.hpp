@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Per-key vector decay (GLA, RWKV-6 without bonus, HGRN-2), MATH.md §2.2:
+/// Per-key vector decay (GLA, RWKV-6 without bonus, HGRN-2), docs/math.md#vector-decay:
 /// S_t = S_{t-1} diag(exp(g_t)) + v_t k_t^T.
 #pragma once
 

@@ -2,7 +2,8 @@
 /// \file
 /// The additive family (Hebbian, scalar and vector decay) over one span of tokens of one
 /// (sequence, value head): the chunk of the chunkwise form, or the whole sequence in the
-/// parallel form (MATH.md §1, §2.1, §2.2). Outputs are produced in row tiles of `tile` rows:
+/// parallel form (docs/math.md#hebbian, docs/math.md#scalar-decay,
+/// docs/math.md#vector-decay). Outputs are produced in row tiles of `tile` rows:
 ///
 ///   O_[tile] = (Q ⊙ exp(b)) H + P[tile, 0:r1] V[0:r1]       H = state at span start
 ///   H       <- decay(b_n) H + (K ⊙ exp(b_n - b))^T V        state after the span
@@ -10,7 +11,8 @@
 /// with b the span-local inclusive cumsum of the log gates. Every exponent is <= 0: decayed
 /// scores split at a pivot row e between query and key (exp(b_r - b_c) =
 /// exp(b_r - b_e) exp(b_e - b_c) for c <= e < r); vector decay pivots per 64-row tile and per
-/// 16-row sub-block (MATH.md §2.2(b)) and only diagonal 16x16 blocks take elementwise exps.
+/// 16-row sub-block (docs/math.md#vector-decay) and only diagonal 16x16 blocks take
+/// elementwise exps.
 #pragma once
 
 #include <algorithm>

@@ -1,21 +1,22 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The Householder (delta-rule) family over one span of tokens of one (sequence, value head):
-/// a chunk of the chunkwise form or a whole sequence in the parallel form, through the WY/UT
-/// representation (MATH.md §3.1-§3.4, §4.1). Per span, with b the local log-gate cumsum and
-/// Gam_ri = exp(b_r - b_i) (i <= r; Gam = 1 without a gate):
+/// The Householder (delta-rule) family over one span of tokens of one (sequence, value head): a
+/// chunk of the chunkwise form or a whole sequence in the parallel form, through the WY/UT
+/// representation (docs/math.md#wy-representation, docs/math.md#gated-delta-chunkwise). Per span,
+/// with b the local log-gate cumsum and Gam_ri = exp(b_r - b_i) (i <= r; Gam = 1 without a gate):
 ///
 ///   A  = stril(diag(beta) (K K^T ⊙ Gam))            (i)   gates enter the UT transform
 ///   T  = (I + A)^{-1} diag(beta)                     blocked forward substitution
 ///   U~ = T (V - diag(exp(b)) K H)                    (ii)  keys decayed to the span start;
 ///                                                    H = state at span start  [K, V]
 ///
-/// U~ is MATH.md's U - W H with W = T diag(exp(b)) K and U = T V, with T applied after the
-/// state product: one [n, n] x [n, V] product instead of two (W and U), 2 n K FLOPs per token
-/// fewer.
-/// after which the span is an additive (decay) span with values U~: outputs
-/// diag(exp(b)) Q H + (Q K^T ⊙ Gam) U~ and state exp(b_n) H + (diag(exp(b_n - b)) K)^T U~
-/// ((iii)-(v)), computed by `additive_worker`. Every exponent is <= 0.
+/// U~ is the U - W H of docs/math.md#wy-representation with W = T diag(exp(b)) K and U = T V,
+/// with T applied after the state product: one [n, n] x [n, V] product instead of two (W and
+/// U), 2 n K FLOPs per token fewer (why the CUDA backend groups it otherwise:
+/// docs/math.md#wy-cpu-vs-cuda). After that the span is an additive (decay) span with values
+/// U~: outputs diag(exp(b)) Q H + (Q K^T ⊙ Gam) U~ and state
+/// exp(b_n) H + (diag(exp(b_n - b)) K)^T U~ ((iii)-(v)), computed by `additive_worker`. Every
+/// exponent is <= 0.
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Token-by-token recurrence of the matrix-state rules (MATH.md §1-§5): the definition of
-/// every rule, and the decode path. Per token, with H = S^T ([K, V]):
+/// Token-by-token recurrence of the matrix-state rules (docs/math.md#hebbian through
+/// docs/math.md#nlms): the definition of every rule, and the decode path. Per token, with
+/// H = S^T ([K, V]):
 ///
 ///   H <- decay_t(H)                  none, exp(g_t) H, or diag(exp(g_t)) H
 ///   u  = v_t                         additive family (Hebbian write)

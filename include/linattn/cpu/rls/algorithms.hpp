@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The four forms of the RLS family on the CPU (MATH.md §7.5): recurrent and decode by
+/// The four forms of the RLS family on the CPU (docs/math.md#rls): recurrent and decode by
 /// Sherman-Morrison, chunkwise by block Woodbury + Cholesky per chunk, parallel from the
 /// normal equations of every prefix. State `[N, HV, K, V + K]` (rules/rls.hpp).
 #pragma once

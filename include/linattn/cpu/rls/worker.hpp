@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// CPU kernels of recursive least squares (MATH.md §7.5) for one (sequence, value head), with
+/// CPU kernels of recursive least squares (docs/math.md#rls) for one (sequence, value head), with
 /// H = S^T ([K, V]) and P ([K, K], symmetric):
 ///
 ///   tokens:  Sherman-Morrison per token (recurrent form and decode);
@@ -14,7 +14,7 @@
 ///              G_t = gamma_t G_{t-1} + k_t k_t^T,  C_t = gamma_t C_{t-1} + k_t v_t^T   (G_0 = P_0^{-1}, C_0 = G_0 H_0)
 ///              o_t = (G_t^{-1} q_t)^T C_t                 one K x K Cholesky per token
 ///            and H = G^{-1} C, P = G^{-1} at the end.
-/// P is symmetrised after every update (MATH.md §7.5 hazards).
+/// P is symmetrised after every update (docs/math.md#rls, hazards).
 #pragma once
 
 #include <cmath>

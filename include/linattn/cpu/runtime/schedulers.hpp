@@ -30,21 +30,19 @@ inline constexpr index_t lockstep_heads = 16;
 
 /// Several threads: the sequences advance in windows of about this many tokens (see
 /// run_blocks_windowed). Shorter windows balance a call better when another process slows one
-/// core: B1 T8192 H16 on two threads, 20 interleaved calls while the one-thread call took
-/// 252-330 ms: 256 tokens 148-155 ms median, 1024 tokens 159-164 ms.
+/// core (the measurement: bench/README.md, "Design notes moved from the headers").
 inline constexpr index_t window_tokens = 256;
 
 /// run_blocks on several threads. A fixed split (one group of tasks per thread for the whole
 /// call) makes the call as slow as its slowest thread: another process on one of the cores
-/// held up the end of the call (two threads measured 1.56-2.02x one thread on one build).
+/// held up the end of the call.
 /// Here the groups are smaller (at least 2 per thread) and the sequences are cut into
 /// windows of window_tokens: unit (window w, group g) runs group g's spans of window w. The
 /// threads take units in order (every group of window 0, then of window 1, ...) as they
 /// finish the previous one, so a slower thread takes fewer units (with 2 groups per thread,
 /// up to 2 x threads - 1 units per unit of the slowest); a unit waits for the same
 /// group's previous window (taken `groups` units earlier, so normally done), with no barrier
-/// between windows (a barrier per window left one thread idle at every window end: two
-/// threads 168-196 ms against 149-177 ms without, B1 T8192 H16, same minutes). The
+/// between windows (a barrier per window left one thread idle at every window end). The
 /// states ([K, V] per task) live in one shared vector. Each task sees the same operations in
 /// the same order as on one thread, so results do not depend on the thread count.
 template <block_worker Worker, class Inputs, class T, class A>
@@ -53,9 +51,7 @@ void run_blocks_windowed(const Inputs& in, const tensor_view<T, 4>& out, const o
   using worker = Worker;
   const index_t tasks = p.N * p.HV;
   // 2 groups per thread (B1 H16 on two threads: 4 groups of 4 heads), not 4 (8 groups of 2):
-  // on one thread, B1 T8192 H16 took 6 % longer in groups of 2 than of 4, 8 or 16 (rows of
-  // neighbouring heads share pages); on two threads 8 groups of 2 > 4 of 4 > 2 of 8 by 1-2 %
-  // (CPU time, 12 interleaved runs).
+  // rows of neighbouring heads share pages, which very small groups waste (bench/README.md).
   const index_t group = std::clamp<index_t>(tasks / (2 * static_cast<index_t>(p.threads)), 1, lockstep_heads);
   const index_t groups = (tasks + group - 1) / group, longest = p.max_length();
   const index_t window = std::max<index_t>(1, window_tokens / span) * span;  // whole spans
@@ -128,8 +124,8 @@ void run_blocks(const Inputs& in, const tensor_view<T, 4>& out, const options<A>
       });
 }
 
-/// Chunks per unit of run_chunks_across_threads (2, 4 and 8 measured alike on B1 T8192 H1;
-/// 2 keeps the first state pass's wait and each thread's workspaces short).
+/// Chunks per unit of run_chunks_across_threads: larger units were no faster, and 2 keeps the
+/// first state pass's wait and each thread's workspaces short.
 inline constexpr index_t window_chunks = 2;
 
 /// Chunkwise form when sequences x value heads < threads: the sequences go in windows of
@@ -138,11 +134,10 @@ inline constexpr index_t window_chunks = 2;
 /// them. Free threads take units in order, so while one thread runs the state pass of window
 /// w, the next ones load windows w + 1, w + 2, ... into their own workspaces, and each state
 /// pass reads chunks its own thread loaded (only the [K, V] state moves between cores). Two
-/// earlier versions lost to one thread on B1 T8192 H1 K=V=128: alternating a parallel load
-/// phase with the state pass (0.84x), and overlapping them with the loads on the other thread
-/// (1.08x: the state pass then read every chunk from the other core's cache). The loads are
-/// about a third of the state pass's time (C = 64, K = V = 128), so more than two threads per
-/// task would only wait: at most 2 x tasks threads take part. Every chunk sees exactly the
+/// earlier designs gained little or lost: alternating a parallel load phase with the state
+/// pass, and loading on a fixed other thread (the state pass then read every chunk from the
+/// other core's cache). The loads are the smaller part of the work, so more than two threads
+/// per task would only wait: at most 2 x tasks threads take part. Every chunk sees exactly the
 /// operations of the one-chunk-at-a-time path, so results do not depend on the thread count.
 template <chunk_local_worker Worker, class Inputs, class T, class A>
 void run_chunks_across_threads(const Inputs& in, const tensor_view<T, 4>& out, const options<A>& opt,

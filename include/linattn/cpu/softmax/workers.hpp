@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// CPU kernels of the nonparametric rules over one (sequence, value head), MATH.md §7.8-§7.9.
+/// CPU kernels of the nonparametric rules over one (sequence, value head),
+/// docs/math.md#softmax-attention and docs/math.md#local-linear-attention.
 /// Q holds scale * q; K, V the sequence's keys and values.
 ///
 ///   direct:  exact softmax per row tile: S = Q K^T (causal), subtract the row max, exp, P V / l
@@ -8,7 +9,7 @@
 ///   online:  FlashAttention-style tiling (chunkwise form): per query tile and key block j,
 ///              m' = max(m, rowmax S_j),  l = e^{m - m'} l + rowsum e^{S_j - m'},
 ///              acc = e^{m - m'} acc + e^{S_j - m'} V_j,   o = acc / l;
-///   local_linear: per query, softmax weights then the ridged weighted linear fit (§7.9).
+///   local_linear: per query, softmax weights then the ridged weighted linear fit.
 #pragma once
 
 #include <algorithm>

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The four forms of the TTT family on the CPU (MATH.md §6.5): recurrent = primal form,
-/// chunkwise = dual form in tiles of options::chunk_size tokens (a multiple of the mini-batch),
-/// parallel = dual form with one tile per sequence, decode = primal step with the §6.6 cache.
+/// The four forms of the TTT family on the CPU (docs/math.md#ttt-forms): recurrent = primal
+/// form, chunkwise = dual form in tiles of options::chunk_size tokens (a multiple of the
+/// mini-batch), parallel = dual form with one tile per sequence, decode = primal step with the
+/// cache of docs/math.md#ttt-decode.
 /// Each (sequence, value head) carries a ttt_state through its tokens.
 #pragma once
 
@@ -162,7 +163,7 @@ struct algorithm<ttt_family, form::chunkwise> {
 };
 
 /// The "parallel" form of TTT is the dual form with the whole sequence as one tile (there is
-/// no L x L form for a nonlinear inner model, MATH.md §6.5).
+/// no L x L form for a nonlinear inner model, docs/math.md#ttt-forms).
 template <>
 struct algorithm<ttt_family, form::parallel> {
   template <class Rule, class T>

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Dual form of TTT-Linear (MATH.md §6.4) over one tile of tokens of one (sequence, value
-/// head). The tile's mini-batches run in order; each is a causal linear attention with values
-/// -c_j g_j and an extra all-ones "bias key". Rows are tokens; W = S^T; a segment is the part
-/// of a mini-batch inside the tile (m rows, starting at position p0 of its mini-batch, p0 > 0
-/// only for a mini-batch carried in through initial_cache):
+/// Dual form of TTT-Linear (docs/math.md#ttt-mini-batch) over one tile of tokens of one (sequence,
+/// value head). The tile's mini-batches run in order; each is a causal linear attention with values
+/// -c_j g_j and an extra all-ones "bias key". Rows are tokens; W = S^T; a segment is the part of a
+/// mini-batch inside the tile (m rows, starting at position p0 of its mini-batch, p0 > 0 only for a
+/// mini-batch carried in through initial_cache):
 ///
 ///   Z    = K W_0 + 1 b_0   (one block product with Q W_0 + 1 b_0)     [m, D]
 ///   Gc   = diag(c) LNbwd(Z, V - K)                                   [m, D]

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Row-wise LayerNorm of the TTT inner model and its fused backward with the L2 loss
-/// (MATH.md §6.1-§6.2), in the accumulation type A. For a row z (length D):
+/// (docs/math.md#ttt-inner-model, docs/math.md#ttt-gradient), in the accumulation type A. For
+/// a row z (length D):
 ///
 ///   xh = (z - mean(z)) / sd,  sd = sqrt(||z - mean(z)||^2 / D + eps)     (biased variance)
 ///   LN(z) = gam ⊙ xh + bet
@@ -26,7 +27,7 @@ template <class A>
 void ttt_normalise_rows(Eigen::Ref<mat<A>> Z, Eigen::Ref<col_vec<A>> rstd, A eps) {
   const A inv_d = A(1) / static_cast<A>(Z.cols());
   // Row by row: each row is contiguous (row-major) and stays in registers for its three
-  // passes; whole-block broadcasts of per-row scalars measured about 1.5-2x slower.
+  // passes; whole-block broadcasts of per-row scalars were slower (bench/README.md).
   for (index_t r = 0; r < Z.rows(); ++r) {
     auto z = Z.row(r);
     z.array() -= z.sum() * inv_d;

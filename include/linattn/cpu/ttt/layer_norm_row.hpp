@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// The TTT inner LayerNorm of one row of compile-time length D, held in vector registers
-/// (Eigen packets) from load to store: the same formulas as ttt_layer_norm.hpp (MATH.md
-/// §6.1-§6.2), for the fixed-size dual-form kernel (ttt_mini_batch.hpp). For a pre-norm row
+/// (Eigen packets) from load to store: the same formulas as ttt_layer_norm.hpp
+/// (docs/math.md#ttt-inner-model, docs/math.md#ttt-gradient), for the fixed-size dual-form
+/// kernel (ttt_mini_batch.hpp). For a pre-norm row
 /// z + bias:
 ///
 ///   xh = (z + bias - mean) / sd,  sd = sqrt(||z + bias - mean||^2 / D + eps)

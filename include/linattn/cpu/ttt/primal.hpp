@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Primal form of TTT-Linear (MATH.md §6.4, §6.6): token by token, matrix-vector products.
+/// Primal form of TTT-Linear (docs/math.md#ttt-mini-batch, docs/math.md#ttt-decode): token by
+/// token, matrix-vector products.
 /// Token i of a mini-batch (row vectors, W = S^T):
 ///
 ///   g_i  = g_z(k_i W_0 + b_0; v_i - k_i)          gradient at the mini-batch start

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The state of one (sequence, value head) of TTT-Linear while a form runs (MATH.md §6.6):
-/// start weights of the current mini-batch, its step-weighted gradient sums and position, and
-/// the per-head LayerNorm parameters. Loaded from and stored to the caller's views
-/// (layouts: rules/ttt_linear.hpp).
+/// The state of one (sequence, value head) of TTT-Linear while a form runs
+/// (docs/math.md#ttt-decode): start weights of the current mini-batch, its step-weighted gradient
+/// sums and position, and the per-head LayerNorm parameters. Loaded from and stored to the caller's
+/// views (layouts: rules/ttt_linear.hpp).
 #pragma once
 
 #include <cmath>

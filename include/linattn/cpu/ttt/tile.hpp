@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// One (sequence, value head)'s rows of a tile of tokens, as the TTT dual form reads and
-/// writes them (MATH.md §6.4): scaled queries, keys, targets v - k and steps in, outputs out,
-/// row r = token t0 + r. Rows move one token at a time so that a driver can fill the tiles of
-/// several heads token by token, in the callers' memory order ([B, T, H, D]: the heads of
-/// one token are adjacent), which the hardware prefetcher streams.
+/// One (sequence, value head)'s rows of a tile of tokens, as the TTT dual form reads and writes
+/// them (docs/math.md#ttt-mini-batch): scaled queries, keys, targets v - k and steps in, outputs
+/// out, row r = token t0 + r. Rows move one token at a time so that a driver can fill the tiles of
+/// several heads token by token, in the callers' memory order ([B, T, H, D]: the heads of one token
+/// are adjacent), which the hardware prefetcher streams.
 #pragma once
 
 #include <type_traits>
