@@ -20,9 +20,28 @@ namespace {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
+/// max|got - want| / max(|want|, |s0|): the error of a final state measured against the larger
+/// of it and the initial state (see state_scale in expect_all_forms).
+double rel_err_floor(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& s0) {
+  double s = 0;
+  for (double e : s0) s = std::max(s, std::abs(e));
+  for (double e : want) s = std::max(s, std::abs(e));
+  double diff = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double d = std::abs(got.at(i) - want[i]);
+    diff = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(diff, d);
+  }
+  return diff / std::max(s, 1e-300);
+}
+
 /// Every form of the rule on p (chunkwise at each chunk size), compared with the reference.
+/// `state_vs_start`: measure final states against the larger of them and the initial state
+/// (a chunk that nearly erases its start state computes the small remainder as a difference of
+/// terms of the start state's size, so its error is relative to that size; the recurrence
+/// erases token by token and stays relative to the remainder).
 template <class Rule, class T>
-void expect_all_forms(const ref::problem& p, std::initializer_list<index_t> chunks = {16, 64}, double tol = tolerance<T>()) {
+void expect_all_forms(const ref::problem& p, std::initializer_list<index_t> chunks = {16, 64}, double tol = tolerance<T>(),
+                      bool state_vs_start = false) {
   const ref::result want = ref::run(p);
   for (form f : all_forms) {
     for (index_t C : chunks) {
@@ -32,7 +51,10 @@ void expect_all_forms(const ref::problem& p, std::initializer_list<index_t> chun
       c.chunk = C;
       const outcome got = run<Rule, T>(f, p, c);
       CHECK(rel_err(got.r.o, want.o) <= tol);
-      CHECK(rel_err(got.r.s, want.s) <= tol);
+      if (state_vs_start && (f == form::parallel || f == form::chunkwise))
+        CHECK(rel_err_floor(got.r.s, want.s, p.s0) <= tol);
+      else
+        CHECK(rel_err(got.r.s, want.s) <= tol);
     }
   }
 }
@@ -50,7 +72,7 @@ using gated_cases = std::tuple<rule_case<la::ScalarDecay, float>, rule_case<la::
 
 TEMPLATE_LIST_TEST_CASE("hard resets: log gates of -inf zero the state in every form", "[hostile]", gated_cases) {
   using Rule = typename TestType::rule;
-  using T = typename TestType::type;
+  using T = typename TestType::scalar;
   std::mt19937_64 rng(11);
   const ref::dims d{.B = 2, .T = 131, .H = 1, .HV = 2, .K = 6, .V = 5};
   ref::problem p = gated_problem<Rule>(rng, d);
@@ -70,7 +92,7 @@ TEMPLATE_LIST_TEST_CASE("hard resets: log gates of -inf zero the state in every 
 TEMPLATE_LIST_TEST_CASE("single huge gates beside small ones keep float chunkwise at fp64 accuracy", "[hostile]",
                         gated_cases) {
   using Rule = typename TestType::rule;
-  using T = typename TestType::type;
+  using T = typename TestType::scalar;
   std::mt19937_64 rng(12);
   const ref::dims d{.B = 1, .T = 300, .H = 1, .HV = 1, .K = 8, .V = 7};
   for (double huge : {-1e3, -1e4, -1e5}) {
@@ -90,7 +112,7 @@ using key_norm_cases = std::tuple<rule_case<la::Longhorn, float>, rule_case<la::
 TEMPLATE_LIST_TEST_CASE("any key norm float can hold: Longhorn and NLMS stay at fp64 accuracy", "[hostile]",
                         key_norm_cases) {
   using Rule = typename TestType::rule;
-  using T = typename TestType::type;
+  using T = typename TestType::scalar;
   std::mt19937_64 rng(13);
   const ref::dims d{.B = 1, .T = 150, .H = 1, .HV = 2, .K = 7, .V = 5};
   for (double key_scale : {1e-20, 1e-10, 1e-3, 1e3, 1e10, 1e20}) {
@@ -99,7 +121,7 @@ TEMPLATE_LIST_TEST_CASE("any key norm float can hold: Longhorn and NLMS stay at 
     for (auto& e : p.k) e *= key_scale;
     if constexpr (std::is_same_v<Rule, la::NLMS>)  // NLMS = Longhorn with delta = 1 / eps_k
       for (auto& e : p.beta) e = 1.0 / 1e-6;
-    expect_all_forms<Rule, T>(p, {16, 64, 256});
+    expect_all_forms<Rule, T>(p, {16, 64, 256}, tolerance<T>(), /*state_vs_start=*/true);
   }
 }
 
@@ -108,7 +130,7 @@ using delta_cases = std::tuple<rule_case<la::Delta, float>, rule_case<la::Delta,
 
 TEMPLATE_LIST_TEST_CASE("beta at 0 and at 2 (the negative-eigenvalue edge)", "[hostile]", delta_cases) {
   using Rule = typename TestType::rule;
-  using T = typename TestType::type;
+  using T = typename TestType::scalar;
   std::mt19937_64 rng(14);
   const ref::dims d{.B = 1, .T = 97, .H = 1, .HV = 1, .K = 6, .V = 4};
   for (double beta : {0.0, 2.0}) {
@@ -121,7 +143,7 @@ TEMPLATE_LIST_TEST_CASE("beta at 0 and at 2 (the negative-eigenvalue edge)", "[h
 
 TEMPLATE_LIST_TEST_CASE("long sequences: 100,000 tokens with slow gates", "[hostile]", gated_cases) {
   using Rule = typename TestType::rule;
-  using T = typename TestType::type;
+  using T = typename TestType::scalar;
   std::mt19937_64 rng(15);
   const ref::dims d{.B = 1, .T = 100000, .H = 1, .HV = 1, .K = 4, .V = 4};
   ref::problem p = make_problem(rng, d, spec_of<Rule>(), gates::mild);
