@@ -12,6 +12,8 @@
 //   mqar [--examples N] [--max-pairs P]     (defaults 32 and 256)
 #include <linattn/linattn.hpp>
 
+#include "example_args.hpp"
+
 #include <algorithm>
 #include <array>
 #include <type_traits>
@@ -120,11 +122,12 @@ double accuracy(const batch& b, const std::vector<double>& o) {
 }
 
 int main(int argc, char** argv) {
-  int E = 32, max_pairs = 256;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (!std::strcmp(argv[i], "--examples")) E = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--max-pairs")) max_pairs = std::atoi(argv[i + 1]);
-  }
+  long examples = 32, pairs = 256;
+  example::args("mqar", "associative-recall accuracy of Hebbian, Delta, NLMS and RLS layers (one layer, d = 64)")
+      .integer("examples", examples, 1, 100000, "examples per row")
+      .integer("max-pairs", pairs, 16, 4096, "largest number of key-value pairs P (rows P = 16, 32, ...)")
+      .parse(argc, argv);
+  const int E = int(examples), max_pairs = int(pairs);
   const double ridge = 1e-3;  // RLS: unweighted (no forgetting), P_0 = I / ridge
   std::printf("MQAR, d = %d, one layer, k_t = x_{t-1}, q_t = v_t = x_t; accuracy (%%) over %d examples per row\n", d, E);
   std::printf("%5s %6s  %8s %8s %8s %8s\n", "P", "T", "Hebbian", "Delta", "NLMS", "RLS");

@@ -12,8 +12,10 @@
 // Writes the per-step loss (mean over seeds) as CSV and prints the phase means.
 // Plot: python3 examples/plot_online_regression.py online_regression.csv online_regression.png
 //
-//   online_regression [--seeds N] [--csv FILE]     (defaults 5 and online_regression.csv)
+//   online_regression [--seeds N] [--csv FILE]     (default 5 seeds; no CSV unless --csv)
 #include <linattn/linattn.hpp>
+
+#include "example_args.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -94,12 +96,13 @@ std::vector<std::vector<double>> run(std::mt19937_64& rng) {
 }
 
 int main(int argc, char** argv) {
-  int seeds = 5;
-  std::string csv = "online_regression.csv";
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (!std::strcmp(argv[i], "--seeds")) seeds = std::atoi(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--csv")) csv = argv[i + 1];
-  }
+  long seeds_arg = 5;
+  std::string csv;
+  example::args("online_regression", "per-step loss of five online predictors on a switching AR process")
+      .integer("seeds", seeds_arg, 1, 10000, "random seeds averaged")
+      .text("csv", csv, "also write the per-step mean losses to this CSV file")
+      .parse(argc, argv);
+  const int seeds = int(seeds_arg);
   std::vector<std::vector<double>> mean(models, std::vector<double>(T, 0.0));
   for (int s = 0; s < seeds; ++s) {
     std::mt19937_64 rng(1000 + s);
@@ -107,20 +110,22 @@ int main(int argc, char** argv) {
     for (int m = 0; m < models; ++m)
       for (int t = 0; t < T; ++t) mean[m][t] += loss[m][t] / seeds;
   }
-  std::FILE* f = std::fopen(csv.c_str(), "w");
-  if (!f) {
-    std::fprintf(stderr, "cannot write %s\n", csv.c_str());
-    return 1;
-  }
-  std::fprintf(f, "t");
-  for (auto* n : model_names) std::fprintf(f, ",%s", n);
-  std::fprintf(f, "\n");
-  for (int t = 0; t < T; ++t) {
-    std::fprintf(f, "%d", t);
-    for (int m = 0; m < models; ++m) std::fprintf(f, ",%.6g", mean[m][t]);
+  if (!csv.empty()) {
+    std::FILE* f = std::fopen(csv.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "online_regression: cannot write %s\n", csv.c_str());
+      return 2;
+    }
+    std::fprintf(f, "t");
+    for (auto* n : model_names) std::fprintf(f, ",%s", n);
     std::fprintf(f, "\n");
+    for (int t = 0; t < T; ++t) {
+      std::fprintf(f, "%d", t);
+      for (int m = 0; m < models; ++m) std::fprintf(f, ",%.6g", mean[m][t]);
+      std::fprintf(f, "\n");
+    }
+    std::fclose(f);
   }
-  std::fclose(f);
 
   std::printf("online regression, switching AR (dk = %d, T = %d, switch at t = %d), %d seed(s)\n", dk, T, T / 4, seeds);
   std::printf("%-18s %12s %12s\n", "mean loss", "t < T/4", "t >= T/4");
@@ -132,6 +137,6 @@ int main(int argc, char** argv) {
     finite = finite && std::isfinite(a) && std::isfinite(b);
     std::printf("%-18s %12.3f %12.3f\n", model_names[m], a, b);
   }
-  std::printf("per-step losses: %s\n", csv.c_str());
+  if (!csv.empty()) std::printf("per-step losses: %s\n", csv.c_str());
   return finite ? 0 : 1;
 }

@@ -7,6 +7,8 @@
 //   streaming_decode [--tokens N]     (default 8192)
 #include <linattn/linattn.hpp>
 
+#include "example_args.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,8 +21,9 @@ namespace la = linattn;
 
 int main(int argc, char** argv) {
   long tokens = 8192;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (!std::strcmp(argv[i], "--tokens")) tokens = std::atol(argv[i + 1]);
+  example::args("streaming_decode", "token-by-token decoding: GatedDelta state against a softmax KV cache")
+      .integer("tokens", tokens, 1, 1 << 20, "tokens to decode")
+      .parse(argc, argv);
   const int H = 4, HV = 4, K = 64, V = 64;  // one sequence (B = 1), 4 heads of dim 64
 
   std::mt19937 rng(1);
