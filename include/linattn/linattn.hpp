@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/config.hpp"
+#include "core/version.hpp"
 #include "core/error.hpp"
 #include "core/family.hpp"
 #include "core/options.hpp"

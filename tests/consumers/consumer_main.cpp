@@ -14,6 +14,9 @@
 #include <random>
 #include <vector>
 
+static_assert(LINATTN_VERSION == LINATTN_VERSION_MAJOR * 10000 + LINATTN_VERSION_MINOR * 100 + LINATTN_VERSION_PATCH,
+              "the version macros come with <linattn/linattn.hpp>");
+
 #ifndef LINATTN_CONSUMER_KIND
 #define LINATTN_CONSUMER_KIND "unknown"
 #endif
