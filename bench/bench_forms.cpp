@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Recurrent vs parallel vs chunkwise forms of the rules (Hebbian, ScalarDecay, VectorDecay,
-/// Delta, GatedDelta, Longhorn) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
+/// Delta, GatedDelta, Longhorn, NLMS) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
 ///   (none)    main job: B=1 T=4096 H=8 K=V=128 C=64, every rule x form + gemm_1024
@@ -12,9 +12,11 @@
 ///   --decode  decode_step<GatedDelta> at B=1 H=16 K=V=128 next to copies of the state bytes
 ///   --smoke   tiny shape, two iterations per row (the ctest `bench_smoke`)
 ///
-/// Results go to bench/results/forms.json (sweep: forms_sweep.json, delta: gated_delta.json,
-/// threads: threads.json, decode: decode.json) unless --benchmark_out
-/// is given; a summary table is printed at the end.
+/// Results go to <build>/bench-results/forms.json (sweep: forms_sweep.json, delta:
+/// gated_delta.json, threads: threads.json, decode: decode.json) unless --benchmark_out is
+/// given; the console shows one progress line (--raw: Google Benchmark's rows), then the
+/// summary tables and which form wins per rule. bench/results/ holds the reference runs that
+/// bench/README.md quotes.
 
 #include "bench_support.hpp"
 
@@ -117,7 +119,8 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   const auto g = la::view(d.g_scalar.data(), s.B, s.T, s.H);         // [B, T, H]
   const auto g_vec = la::view(d.g_vector.data(), s.B, s.T, s.H, s.K);  // [B, T, H, K]
   const auto beta = la::view(d.beta.data(), s.B, s.T, s.H);           // [B, T, H]
-  if constexpr (std::is_same_v<Rule, la::Hebbian> || std::is_same_v<Rule, la::SoftmaxAttention>)
+  if constexpr (std::is_same_v<Rule, la::Hebbian> || std::is_same_v<Rule, la::SoftmaxAttention> ||
+                std::is_same_v<Rule, la::NLMS>)
     return {.q = q, .k = k, .v = v};
   else if constexpr (std::is_same_v<Rule, la::ScalarDecay>) return {.q = q, .k = k, .v = v, .g = g};
   else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = g_vec};
@@ -318,11 +321,13 @@ void add_softmax(shape s, const std::vector<index_t>& chunks, const std::vector<
 enum class mode { main_job, sweep, delta, threads, decode, smoke };
 
 void register_all(mode m) {
-  using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn;
+  using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS;
   if (m == mode::main_job) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
+    // (TTT-Linear has its own executable, linattn_bench_ttt; RLS's state is [K, V + K].)
     const run_settings r{0, 0, 5};
     add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
+    add_rules<Delta, Longhorn, NLMS>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
     add_softmax(shape{1, 4096, 8, 128, 128, 64}, {64, 128}, {1, 2}, false, r);
     add_gemm(r);
   } else if (m == mode::delta) {
@@ -412,7 +417,10 @@ class summary_reporter : public median_reporter {
     const double gemm = gflops("gemm_1024");
     line("\nSummary (threads=1: CPU time, threads>1: wall time; vs rec = speed-up over the recurrent"
          " form of the same rule and threads; vs smax = speed-up over the fastest softmax-attention row"
-         " of the same shape and threads; %%GEMM = GFLOP/s / gemm_1024 GFLOP/s)");
+         " of the same shape and threads)");
+    line("%%GEMM = the row's useful GFLOP/s (the FLOPs its rule needs, docs/math.md#costs) as a share of one"
+         " core's Eigen 1024^3 GEMM in this run; above 100 when a threads:2 row uses two cores, or when the"
+         " chunk products (no operand packing) beat Eigen's GEMM.");
     line("%-16s %-10s %6s %4s %4s %8s %10s %11s %8s %8s %8s %6s", "rule", "form", "T", "H", "C", "threads", "ms",
          "tokens/s", "GFLOP/s", "vs rec", "vs smax", "%GEMM");
     for (const std::string& name : order()) {
@@ -432,6 +440,36 @@ class summary_reporter : public median_reporter {
       line("%-16s %-10s %6s %4s %4s %8d %10.2f %11s %8.2f %8s %8s %6s", "gemm_1024", "eigen", "-", "-", "-", 1,
            seconds("gemm_1024") * 1e3, "-", gemm, "-", "-", "100");
     print_scaling();
+    print_verdicts();
+  }
+
+  /// One line per rule and shape (one thread): the fastest form and its margin over the others.
+  void print_verdicts() const {
+    std::map<std::string, std::vector<std::string>> by_rule;  // "rule T H" -> its threads:1 rows
+    std::vector<std::string> keys;
+    for (const std::string& name : order()) {
+      const row_info& i = registry().at(name);
+      if (i.rule.empty() || i.s.threads != 1 || seconds(name) == 0) continue;
+      const std::string key = i.rule + " at T=" + std::to_string(i.s.T) + ", H=" + std::to_string(i.s.H);
+      if (!by_rule.count(key)) keys.push_back(key);
+      by_rule[key].push_back(name);
+    }
+    if (keys.empty()) return;
+    line("\nWhich form wins (one thread; the fastest chunk size of the chunkwise form):");
+    for (const std::string& key : keys) {
+      std::map<form, double> best;  // fastest time per form
+      for (const std::string& name : by_rule[key]) {
+        const form f = registry().at(name).f;
+        if (!best.count(f) || seconds(name) < best[f]) best[f] = seconds(name);
+      }
+      auto win = best.begin();
+      for (auto it = best.begin(); it != best.end(); ++it)
+        if (it->second < win->second) win = it;
+      std::string margins;
+      for (const auto& [f, t] : best)
+        if (f != win->first) margins += (margins.empty() ? "" : ", ") + fixed(t / win->second, "%.2fx") + " faster than " + form_name(f);
+      line("  %-34s %-10s %s", key.c_str(), form_name(win->first), margins.empty() ? "(only form)" : margins.c_str());
+    }
   }
 
   /// Rows on several threads against the same row on one thread: the ratio of the median
@@ -526,7 +564,9 @@ class summary_reporter : public median_reporter {
 int main(int argc, char** argv) {
   // Our flags first; everything else goes to Google Benchmark.
   mode m = mode::main_job;
+  bool raw = false;
   command_line cli(argc, argv, [&](std::string_view a) {
+    if (a == "--raw") return raw = true;
     const std::pair<std::string_view, mode> flags[] = {
         {"--sweep", mode::sweep}, {"--delta", mode::delta}, {"--threads", mode::threads},
         {"--decode", mode::decode}, {"--smoke", mode::smoke}};
@@ -548,6 +588,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("linattn_mode", mode_name[static_cast<int>(m)]);
   benchmark::AddCustomContext("linattn_shape", shape_name[static_cast<int>(m)]);
   summary_reporter reporter(m);
+  reporter.show_raw_rows(raw || m == mode::smoke);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

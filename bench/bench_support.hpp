@@ -110,6 +110,10 @@ class median_reporter : public benchmark::ConsoleReporter {
   median_reporter(std::function<bool(const std::string&)> wall = {}) :
       ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular), wall_(std::move(wall)) {}
 
+  /// Google Benchmark's own row lines (every repetition and aggregate) instead of a progress
+  /// line; they always go to the JSON file.
+  void show_raw_rows(bool on) { raw_ = on; }
+
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       const std::string name = r.run_name.function_name;
@@ -119,11 +123,16 @@ class median_reporter : public benchmark::ConsoleReporter {
       else if (r.aggregate_name == "median") medians_[name] = total / double(r.iterations);
       else if (r.aggregate_name == "min") mins_[name] = total / double(r.iterations);
     }
-    ConsoleReporter::ReportRuns(runs);
+    if (raw_) return ConsoleReporter::ReportRuns(runs);
+    if (runs.empty() || !isatty(STDERR_FILENO)) return;
+    // One progress line, rewritten per row (stderr, so a redirected stdout keeps only tables).
+    std::fprintf(stderr, "\r\033[K[%zu] %s", ++rows_done_, runs.front().run_name.function_name.c_str());
+    std::fflush(stderr);
   }
 
   void Finalize() override {
     ConsoleReporter::Finalize();
+    if (!raw_ && isatty(STDERR_FILENO)) std::fprintf(stderr, "\r\033[K");
     summary();
   }
 
@@ -160,6 +169,8 @@ class median_reporter : public benchmark::ConsoleReporter {
   std::map<std::string, std::vector<double>> all_;  // per iteration run
   std::map<std::string, double> medians_;           // median aggregates (repetitions)
   std::map<std::string, double> mins_;              // min aggregates (repetitions)
+  bool raw_ = false;
+  std::size_t rows_done_ = 0;
 };
 
 /// The command line: `ours(flag)` consumes the program's own flags (returns true); the rest

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs what a fresh Debian/Ubuntu machine lacks to build linattn, its tests and benchmarks.
+# Installs what a fresh Debian/Ubuntu machine lacks to build linattn, its tests and benchmarks;
+# with --plots also what bench/plot.py needs (python3 with matplotlib).
 set -euo pipefail
 
 packages=(cmake g++ make libeigen3-dev catch2 libbenchmark-dev)
+if [ "${1:-}" = "--plots" ] && ! python3 -c "import matplotlib" 2>/dev/null; then
+  packages+=(python3 python3-matplotlib)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
