@@ -2,8 +2,9 @@
 /// \file
 /// Shared body of the consumer projects (find_package, add_subdirectory, FetchContent): a
 /// program that only sees <linattn/linattn.hpp> through the `linattn::linattn` target runs a
-/// small random ScalarDecay problem through the chunkwise and the recurrent form and checks
-/// that they agree. Exit status 0 = agree, 1 = mismatch, 2 = linattn threw.
+/// small random ScalarDecay and GatedDelta problem through the chunkwise and the recurrent form
+/// and checks that they agree. The consumer projects compile it with -Wall -Wextra -Wpedantic
+/// -Werror (and -march=native where the compiler knows it): the library must add no warning. Exit status 0 = agree, 1 = mismatch, 2 = linattn threw.
 #include <linattn/linattn.hpp>
 
 #include <algorithm>
@@ -36,6 +37,14 @@ int main() {
   for (float& e : g) e = log_gate(rng);
   const float poison = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> o_chunk(B * T * HV * V, poison), o_rec(B * T * HV * V, poison);
+  std::vector<float> d_chunk(B * T * HV * V, poison), d_rec(B * T * HV * V, poison), beta(B * T * HV);
+  for (float& e : beta) e = 0.5f + 0.5f * unit(rng);  // (0, 1]
+  std::vector<float> kn = k;  // unit keys for the delta rule
+  for (std::size_t t = 0; t < kn.size(); t += K) {
+    float n2 = 0;
+    for (int i = 0; i < K; ++i) n2 += kn[t + i] * kn[t + i];
+    for (int i = 0; i < K; ++i) kn[t + i] /= std::sqrt(n2);
+  }
 
   la::ScalarDecay::inputs<float> in{.q = la::view(q.data(), B, T, H, K),
                                     .k = la::view(k.data(), B, T, H, K),
@@ -46,6 +55,12 @@ int main() {
   try {
     la::chunkwise_forward<la::ScalarDecay>(in, la::view(o_chunk.data(), B, T, HV, V), opt);
     la::recurrent_forward<la::ScalarDecay>(in, la::view(o_rec.data(), B, T, HV, V), opt);
+    la::GatedDelta::inputs<float> gd{.q = in.q, .k = la::view(kn.data(), B, T, H, K), .v = in.v, .g = in.g,
+                                     .beta = la::view(beta.data(), B, T, HV)};
+    la::chunkwise_forward<la::GatedDelta>(gd, la::view(d_chunk.data(), B, T, HV, V), opt);
+    la::recurrent_forward<la::GatedDelta>(gd, la::view(d_rec.data(), B, T, HV, V), opt);
+    o_chunk.insert(o_chunk.end(), d_chunk.begin(), d_chunk.end());
+    o_rec.insert(o_rec.end(), d_rec.begin(), d_rec.end());
   } catch (const std::exception& e) {
     std::printf("linattn consumer (%s): linattn threw: %s\n", LINATTN_CONSUMER_KIND, e.what());
     return 2;

@@ -7,7 +7,7 @@
 #pragma once
 
 #if defined(__AVX__)
-#include <immintrin.h>
+#include "eigen_types.hpp"  // <immintrin.h>, read once with GCC 12's intrinsics warnings off
 #endif
 
 #include <type_traits>

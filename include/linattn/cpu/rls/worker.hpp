@@ -19,7 +19,6 @@
 
 #include <cmath>
 
-#include <Eigen/Cholesky>
 
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"

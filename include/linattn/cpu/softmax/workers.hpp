@@ -16,7 +16,6 @@
 #include <cmath>
 #include <limits>
 
-#include <Eigen/Cholesky>
 
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"

@@ -15,7 +15,6 @@
 
 #include <cmath>
 
-#include <Eigen/Core>
 
 #include "../../core/config.hpp"
 #include "../linalg/eigen_types.hpp"
