@@ -2,8 +2,8 @@
 /// \file
 /// dst = srcᵀ for row-major blocks, in 8 x 8 register tiles for float (AVX): the chunk keys
 /// transposed once per chunk, so that the score and Gram products (Q Kᵀ, K Kᵀ) read Kᵀ's rows
-/// in place (row_gemm.hpp). Eigen's `dst = src.transpose()` moves one element at a time
-/// (~5 µs for a 64 x 128 chunk here, as long as its whole Q Kᵀ product in row_gemm).
+/// in place (gemm.hpp). Eigen's `dst = src.transpose()` moves one element at a time and
+/// took as long as the product it feeds.
 #pragma once
 
 #if defined(__AVX__)

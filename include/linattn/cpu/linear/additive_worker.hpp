@@ -21,8 +21,8 @@
 #include "../../core/family.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"
-#include "../linalg/row_gemm.hpp"
 #include "../io/token_io.hpp"
+#include "../linalg/gemm.hpp"
 #include "../linalg/transpose.hpp"
 #include "safe_coefficients.hpp"
 
@@ -113,13 +113,13 @@ class additive_worker {
       // O = (Q ⊙ exp(b)) H: the scalar gate as a row factor of the product.
       if constexpr (decay == decay_kind::vector) {
         Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
-        row_gemm<A>(O, rows_of(Qs_.topRows(m)), H);
+        gemm(O, rows_of(Qs_.topRows(m)), H);
       } else {
-        row_gemm<A>(O, rows_of(Q_.middleRows(r0, m)), H, decay == decay_kind::scalar ? eb_.data() + r0 : nullptr);
+        gemm(O, rows_of(Q_.middleRows(r0, m)), H, {.row_alpha = decay == decay_kind::scalar ? eb_.data() + r0 : nullptr});
       }
       if (finite_values) {
         // O += P V, P causal: row i of the tile stops at key r0 + i.
-        row_gemm<A>(O, rows_of(P_.topLeftCorner(m, r1)), V_.topRows(r1), nullptr, A(1), causal::lower_a, r0);
+        gemm<triangle::lower_a>(O, rows_of(P_.topLeftCorner(m, r1)), V_.topRows(r1), {.beta = A(1), .diag = r0});
       } else {
         // Overflowed values (a diverging delta rule): only the causal prefix of each row, so
         // a later inf (times the masked zero) cannot turn earlier finite outputs into NaN.
@@ -135,7 +135,7 @@ class additive_worker {
     if (n == 0) return;
     // H <- f H + Kf^T V, Kf^T read in place (broadcasts of Kf's columns).
     if constexpr (decay == decay_kind::none) {
-      row_gemm<A>(H, cols_of(K_.topRows(n)), V_.topRows(n), nullptr, A(1));
+      gemm(H, cols_of(K_.topRows(n)), V_.topRows(n), {.beta = A(1)});
     } else if constexpr (decay == decay_kind::scalar) {
       // Kf = K ⊙ exp(b_n - b): each write decayed to the end of the span.
       const auto g = scalar_gates();
@@ -146,12 +146,12 @@ class additive_worker {
         H *= f;
         f = A(1);
       }
-      row_gemm<A>(H, cols_of(Kf_.topRows(n)), V_.topRows(n), nullptr, f);
+      gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = f});
     } else {
       Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
       f_ = ex(b_.row(n - 1));
       H = f_.asDiagonal() * H;
-      row_gemm<A>(H, cols_of(Kf_.topRows(n)), V_.topRows(n), nullptr, A(1));
+      gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = A(1)});
     }
   }
 
@@ -185,7 +185,7 @@ class additive_worker {
       vector_scores(r0, r1);
     } else {
       // Row i against keys [0, r0 + i] (and a few more, up to its row block's end).
-      row_gemm<A>(P, rows_of(Q_.middleRows(r0, m)), Kx_.leftCols(r1), nullptr, A(0), causal::lower_c, r0);
+      gemm<triangle::lower_c>(P, rows_of(Q_.middleRows(r0, m)), Kx_.leftCols(r1), {.diag = r0});
       if constexpr (decay == decay_kind::scalar)
         if (r0 > 0) cf_.head(r0) = ex((-scalar_gates().head(r0)).array() + b_(r0 - 1, 0));
       for (index_t i = 0; i < m; ++i) {

@@ -27,7 +27,7 @@
 #include "../../core/tensor_view.hpp"
 #include "additive_worker.hpp"
 #include "../linalg/eigen_types.hpp"
-#include "../linalg/row_gemm.hpp"
+#include "../linalg/gemm.hpp"
 #include "../linalg/unit_lower_solve.hpp"
 #include "safe_coefficients.hpp"
 
@@ -72,7 +72,7 @@ class householder_worker {
     // Only the strictly lower part is used: row r against keys [0, r) (and a few more, up to
     // its row block's end), Kᵀ's rows read in place.
     auto M = M_.topLeftCorner(n, n);
-    row_gemm<A>(M, rows_of(K.topRows(n)), core_.keys_transposed().leftCols(n), nullptr, A(0), causal::lower_c, -1);
+    gemm<triangle::lower_c>(M, rows_of(K.topRows(n)), core_.keys_transposed().leftCols(n), {.diag = -1});
     for (index_t r = 1; r < n; ++r) {
       if constexpr (gated) {
         // Whole packets: exp(min(b_r - b_i, 0)) up to the next multiple of 16 columns (the
@@ -112,10 +112,10 @@ class householder_worker {
     auto X = X_.topRows(n);              // [n, V]
     auto V = core_.values().topRows(n);  // the span's v, replaced by U~
     X = V;
-    row_gemm<A>(X, rows_of(core_.keys().topRows(n)), H, nd_.data(), A(1));  // X -= diag(exp(b)) K H
+    gemm(X, rows_of(core_.keys().topRows(n)), H, {.row_alpha = nd_.data(), .beta = A(1)});  // X -= diag(exp(b)) K H
     bool done = false;
     if (n <= T_.rows()) {
-      row_gemm<A>(V, rows_of(T_.topLeftCorner(n, n)), X, nullptr, A(0), causal::lower_a, 0);  // U~ = T X
+      gemm<triangle::lower_a>(V, rows_of(T_.topLeftCorner(n, n)), X);  // U~ = T X
       const A x = X.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
       const A ut = V.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
       done = std::isfinite(x) && std::isfinite(t_norm_) && t_norm_ * x <= ut * max_cancellation;

@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "../linalg/packet_warnings.hpp"
-#include "../linalg/small_gemm.hpp"
+#include "../linalg/gemm.hpp"
 
 LINATTN_PACKET_WARNINGS_OFF
 

@@ -20,7 +20,7 @@
 #include <algorithm>
 
 #include "../linalg/packet_warnings.hpp"
-#include "../linalg/small_gemm.hpp"
+#include "../linalg/gemm.hpp"
 #include "layer_norm_row.hpp"
 
 LINATTN_PACKET_WARNINGS_OFF
@@ -68,29 +68,32 @@ struct ttt_mini_batch {
     S* p = kt + D * MB;        // [MB, MB] masked scores
     S* gs = p + MB * MB;       // [D] column sums of G
     const S* mask = gs + D;    // [MB, MB] diag(tau) tril(1 1^T), from prepare() (mask_offset)
-    using row_prod = small_gemm<S, MB, D, D>;
     using ln = ttt_layer_norm_row<S, D>;
+    constexpr auto mb = fix<MB>;  // compile-time extents
+    constexpr auto d = fix<D>;
     std::fill(gs, gs + D, S(0));
-    row_prod::template run<false>(S(1), x.k, D, 1, x.w, D, zk, D, [&](int i0, int n) {  // LN backward per row tile
-      for (int r = i0; r < i0 + n; ++r) ln::grad(zk + r * D, x.b, x.y + r * D, x.gam, x.bet, x.c[r], x.eps, g + r * D, gs);
+    gemm(mb, d, d, strided<S>{x.k, D, 1}, x.w, D, zk, D, {}, [&](index_t i0, index_t n) {  // LN backward per row tile
+      for (index_t r = i0; r < i0 + n; ++r)
+        ln::grad(zk + r * D, x.b, x.y + r * D, x.gam, x.bet, x.c[r], x.eps, g + r * D, gs);
     });
-    row_prod::template run<false>(S(1), x.q, D, 1, x.w, D, zq, D);
+    gemm(mb, d, d, strided<S>{x.q, D, 1}, x.w, D, zq, D);
 
     transpose(x.k, kt);
-    small_gemm<S, MB, MB, D>::template run<false>(S(1), x.q, D, 1, kt, MB, p, MB, [&](int i0, int n) {
+    gemm(mb, mb, d, strided<S>{x.q, D, 1}, kt, MB, p, MB, {}, [&](index_t i0, index_t n) {
       using namespace Eigen::internal;  // P <- M ⊙ (Q K^T + 1 1^T), M = diag(tau) tril(1 1^T)
       using P = typename packet_of<S>::type;
       const P one = pset1<P>(S(1));
-      for (int r = i0; r < i0 + n; ++r)
+      for (index_t r = i0; r < i0 + n; ++r)
         for (int j = 0; j < MB; j += W)
           pstoreu(p + r * MB + j, pmul(ploadu<P>(mask + r * MB + j), padd(ploadu<P>(p + r * MB + j), one)));
     });
-    small_gemm<S, MB, D, MB, true>::template run<true>(S(-1), p, MB, 1, g, D, zq, D, [&](int i0, int n) {
-      for (int r = i0; r < i0 + n; ++r) ln::output(zq + r * D, x.b, x.q + r * D, x.gam, x.bet, x.eps, x.o + r * D);
-    });
+    auto ln_output = [&](index_t i0, index_t n) {
+      for (index_t r = i0; r < i0 + n; ++r) ln::output(zq + r * D, x.b, x.q + r * D, x.gam, x.bet, x.eps, x.o + r * D);
+    };
+    gemm<triangle::lower_a>(mb, d, mb, strided<S>{p, MB, 1}, g, D, zq, D, {.alpha = S(-1), .beta = S(1)}, ln_output);
 
     const S tau_b = x.tau[MB - 1];
-    small_gemm<S, D, D, MB>::template run<true>(-tau_b, kt, MB, 1, g, D, x.w, D);
+    gemm(d, d, mb, strided<S>{kt, MB, 1}, g, D, x.w, D, {.alpha = -tau_b, .beta = S(1)});
     for (int j = 0; j < D; ++j) x.b[j] -= tau_b * gs[j];
   }
 

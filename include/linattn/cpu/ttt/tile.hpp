@@ -11,7 +11,7 @@
 
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"
-#include "../linalg/small_gemm.hpp"
+#include "../linalg/gemm.hpp"
 
 namespace linattn::cpu {
 
