@@ -25,13 +25,8 @@
 #include <type_traits>
 #include <utility>
 
-#include <Eigen/Core>
-
-#if defined(EIGEN_VECTORIZE_AVX512)
-#include <immintrin.h>
-#endif
-
 #include "../../core/config.hpp"
+#include "eigen_types.hpp"  // Eigen and <immintrin.h>
 #include "packet_warnings.hpp"
 
 LINATTN_PACKET_WARNINGS_OFF

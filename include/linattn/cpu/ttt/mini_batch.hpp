@@ -3,7 +3,7 @@
 /// One whole mini-batch of the TTT-Linear dual form (docs/math.md#ttt-mini-batch) with the head dim
 /// D and the mini-batch size MB fixed at compile time (the production D = 64, b = 16), started at a
 /// mini-batch boundary (no carried gradient sums). The same equations as ttt_dual.hpp's segment()
-/// with p0 = 0, m = MB, as a few register-blocked products (small_gemm.hpp) on L1-resident blocks;
+/// with p0 = 0, m = MB, as a few register-blocked products (linalg/gemm.hpp) on L1-resident blocks;
 /// the LayerNorm runs row by row in registers (ttt_layer_norm_row.hpp) as the epilogue of each
 /// register tile of the products it follows:
 ///
