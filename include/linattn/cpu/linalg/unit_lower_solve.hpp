@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Blocked forward substitution with a unit lower-triangular matrix (MATH.md §3.3).
+/// Blocked forward substitution with a unit lower-triangular matrix (docs/math.md#solving-for-t).
 #pragma once
 
 #include <algorithm>
