@@ -15,14 +15,14 @@
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
-#include "call_setup.cuh"
-#include "chunk_local_kernel.cuh"
-#include "chunk_local_mma_kernel.cuh"
-#include "chunk_state_kernel.cuh"
-#include "chunk_state_mma_kernel.cuh"
-#include "chunk_state_specialized_kernel.cuh"
-#include "dims.cuh"
-#include "supported_rule.cuh"
+#include "host/call_setup.cuh"
+#include "host/supported_rule.cuh"
+#include "kernels/chunk_local_mma.cuh"
+#include "kernels/chunk_local_wmma.cuh"
+#include "kernels/chunk_state_mma.cuh"
+#include "kernels/chunk_state_specialized.cuh"
+#include "kernels/chunk_state_wmma.cuh"
+#include "tile/dims.cuh"
 
 namespace linattn::cuda {
 
@@ -147,7 +147,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   using detail::scratch;
   // For the warp-specialised state pass, W, the scores and copies of K and Q head-major with
   // padded rows ([B, HV, T, K + pad] etc.): a chunk's rows of one value head are one block,
-  // laid out as that pass's shared tiles, which it copies whole (bulk_copy.cuh).
+  // laid out as that pass's shared tiles, which it copies whole (tile/bulk_copy.cuh).
   const index_t sms = detail::multiprocessors();
   const int specialized = sizeof(E) == 2 ? detail::specialized_state_columns(p, sms) : 0;
   const bool whole_tiles = specialized != 0;

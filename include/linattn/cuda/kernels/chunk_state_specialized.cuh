@@ -21,13 +21,13 @@
 /// longer one, so they rarely wait there; nothing goes through global memory.
 #pragma once
 
-#include "async_copy.cuh"
-#include "bulk_copy.cuh"
+#include "../tile/async_copy.cuh"
+#include "../tile/bulk_copy.cuh"
+#include "../tile/load_store.cuh"
+#include "../tile/mma_sync.cuh"
+#include "../tile/named_barrier.cuh"
 #include "chunk_args.cuh"
-#include "mma.cuh"
-#include "named_barrier.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 
 namespace linattn::cuda::detail {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Chunkwise form, pass 1 for fp32 inputs (MATH.md §3.2 step 1 and §4.1; 16-bit inputs take
-/// chunk_local_mma_kernel.cuh): independent for every chunk and value head. With b the chunk-local cumsum of the log gates and Gam_ri = exp(b_r - b_i):
+/// chunk_local_mma.cuh): independent for every chunk and value head. With b the chunk-local cumsum of the log gates and Gam_ri = exp(b_r - b_i):
 ///
 ///   scores = scale (Q K^T ⊙ Gam)          causal incl. the diagonal      [C, C]
 ///   A      = stril(diag(beta) (K K^T ⊙ Gam))                             [C, C]
@@ -13,11 +13,11 @@
 
 #include <type_traits>
 
-#include "block_gemm.cuh"
+#include "../tile/block_gemm.cuh"
+#include "../tile/load_store.cuh"
 #include "chunk_args.cuh"
 #include "chunk_coefficients.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 #include "unit_lower_inverse.cuh"
 
 namespace linattn::cuda::detail {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Chunkwise form, pass 2 for 16-bit inputs (__half, __nv_bfloat16): the same recurrence as
-/// chunk_state_kernel.cuh, with the state held transposed in fp32 accumulator registers for the
+/// chunk_state_wmma.cuh, with the state held transposed in fp32 accumulator registers for the
 /// whole sequence. A block has `Groups` groups of `Split` warps; group j owns 16 value columns,
 /// Ht = H^T [16, K], and warp s of the group its key columns [s K/Split, (s+1) K/Split). Per
 /// chunk, with the chunk's tiles shared by the block in shared memory:
@@ -17,11 +17,11 @@
 /// heads. Ht enters its products rounded to the input type, as U~ does.
 #pragma once
 
-#include "async_copy.cuh"
+#include "../tile/async_copy.cuh"
+#include "../tile/load_store.cuh"
+#include "../tile/mma_sync.cuh"
 #include "chunk_args.cuh"
-#include "mma.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 
 namespace linattn::cuda::detail {
 

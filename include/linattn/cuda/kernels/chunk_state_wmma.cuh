@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Chunkwise form, pass 2 for fp32 inputs (MATH.md §3.2 steps 7-9 and §4.1; 16-bit inputs take
-/// chunk_state_mma_kernel.cuh): sequential over the chunks of one sequence, for one value head and a block of BV value columns. The state block
+/// chunk_state_mma.cuh): sequential over the chunks of one sequence, for one value head and a block of BV value columns. The state block
 /// H = S^T [K, BV] stays in shared memory in fp32 for the whole sequence:
 ///
 ///   U~  = U - W H                                   (additive family: U~ = V)
@@ -14,11 +14,11 @@
 
 #include <type_traits>
 
-#include "async_copy.cuh"
-#include "block_gemm.cuh"
+#include "../tile/async_copy.cuh"
+#include "../tile/block_gemm.cuh"
+#include "../tile/load_store.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 
 namespace linattn::cuda::detail {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Chunkwise form, pass 1 for 16-bit inputs (__half, __nv_bfloat16): the same chunk-local
-/// products as chunk_local_kernel.cuh on register-resident mma.sync tiles. One block of 8 warps
+/// products as chunk_local_wmma.cuh on register-resident mma.sync tiles. One block of 8 warps
 /// per (chunk, value head); warp w owns rows [16 rb, 16 rb + 16), rb = w % 4, of every [C, *]
 /// result and half of its column blocks (ch = w / 4):
 ///
@@ -13,12 +13,12 @@
 /// V is copied into the queries' tile while the inverse is formed.
 #pragma once
 
-#include "async_copy.cuh"
+#include "../tile/async_copy.cuh"
+#include "../tile/load_store.cuh"
+#include "../tile/mma_sync.cuh"
 #include "chunk_args.cuh"
 #include "chunk_coefficients.cuh"
-#include "mma.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 #include "unit_lower_inverse.cuh"
 
 namespace linattn::cuda::detail {
