@@ -5,7 +5,7 @@
 /// (parallel over sequences, value heads and column blocks of V; sequential over chunks).
 /// 16-bit inputs take the mma.sync kernels (chunk_local_mma_kernel, then
 /// chunk_state_specialized_kernel for few sequences x heads, chunk_state_mma_kernel for more),
-/// fp32 inputs the WMMA 3xTF32 ones (chunk_local_kernel, chunk_state_kernel).
+/// fp32 inputs the WMMA 3xTF32 ones (chunk_local_wmma_kernel, chunk_state_wmma_kernel).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,14 +15,14 @@
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
-#include "call_setup.cuh"
-#include "chunk_local_kernel.cuh"
-#include "chunk_local_mma_kernel.cuh"
-#include "chunk_state_kernel.cuh"
-#include "chunk_state_mma_kernel.cuh"
-#include "chunk_state_specialized_kernel.cuh"
-#include "dims.cuh"
-#include "supported_rule.cuh"
+#include "host/call_setup.cuh"
+#include "host/supported_rule.cuh"
+#include "kernels/chunk_local_mma.cuh"
+#include "kernels/chunk_local_wmma.cuh"
+#include "kernels/chunk_state_mma.cuh"
+#include "kernels/chunk_state_specialized.cuh"
+#include "kernels/chunk_state_wmma.cuh"
+#include "tile/dims.cuh"
 
 namespace linattn::cuda {
 
@@ -38,21 +38,21 @@ inline int multiprocessors() {
 
 template <class Rule, class E, int K, int BV>
 void launch_state(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
-  using S = chunk_state_layout<Rule, E, K, BV>;
-  auto* kernel = chunk_state_kernel<Rule, E, K, BV>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::bytes),
-        "cudaFuncSetAttribute(chunk_state_kernel)");
-  kernel<<<dim3(unsigned(p.V / BV), unsigned(p.HV), unsigned(p.N)), S::threads, S::bytes, stream>>>(args);
-  check_launch("chunk_state_kernel");
+  using S = chunk_state_wmma_storage<E, K, BV>;
+  auto* kernel = chunk_state_wmma_kernel<Rule, E, K, BV>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(S))),
+        "cudaFuncSetAttribute(chunk_state_wmma_kernel)");
+  kernel<<<dim3(unsigned(p.V / BV), unsigned(p.HV), unsigned(p.N)), S::threads, sizeof(S), stream>>>(args);
+  check_launch("chunk_state_wmma_kernel");
 }
 
 template <class Rule, class E, int K, int Groups, int Split>
 void launch_state_mma(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
-  using S = chunk_state_mma_layout<Rule, E, K, Groups, Split>;
+  using S = chunk_state_mma_storage<Rule, E, K, Groups, Split>;
   auto* kernel = chunk_state_mma_kernel<Rule, E, K, Groups, Split>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::bytes),
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(S))),
         "cudaFuncSetAttribute(chunk_state_mma_kernel)");
-  kernel<<<dim3(unsigned(p.V / S::BV), unsigned(p.HV), unsigned(p.N)), S::threads, S::bytes, stream>>>(args);
+  kernel<<<dim3(unsigned(p.V / S::BV), unsigned(p.HV), unsigned(p.N)), S::threads, sizeof(S), stream>>>(args);
   check_launch("chunk_state_mma_kernel");
 }
 
@@ -68,11 +68,11 @@ inline int specialized_state_columns(const problem& p, index_t sms) {
 template <class Rule, class E, int K, int V, int BV>
 void launch_state_specialized(const chunk_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
   static_assert(V % BV == 0, "whole column blocks");
-  using S = chunk_state_specialized_layout<Rule, E, K, BV>;
+  using S = chunk_state_specialized_storage<Rule, E, K, BV>;
   auto* kernel = chunk_state_specialized_kernel<Rule, E, K, BV>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::bytes),
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(S))),
         "cudaFuncSetAttribute(chunk_state_specialized_kernel)");
-  kernel<<<dim3(unsigned(V / BV), unsigned(p.HV), unsigned(p.N)), S::threads, S::bytes, stream>>>(args);
+  kernel<<<dim3(unsigned(V / BV), unsigned(p.HV), unsigned(p.N)), S::threads, sizeof(S), stream>>>(args);
   check_launch("chunk_state_specialized_kernel");
 }
 
@@ -87,11 +87,11 @@ void launch_local_pass(const chunk_args<Rule, E>& args, std::size_t n_chunks, co
     check_launch("chunk-local kernel");
   };
   if constexpr (sizeof(E) == 2) {
-    using L = chunk_local_mma_layout<Rule, E, K, V>;
-    launch(chunk_local_mma_kernel<Rule, E, K, V>, L::threads, L::bytes);
+    using S = chunk_local_mma_storage<Rule, E, K, V>;
+    launch(chunk_local_mma_kernel<Rule, E, K, V>, S::threads, int(sizeof(S)));
   } else {
-    using L = chunk_local_layout<Rule, E, K, V>;
-    launch(chunk_local_kernel<Rule, E, K, V>, L::threads, L::bytes);
+    using S = chunk_local_wmma_storage<Rule, E, K, V>;
+    launch(chunk_local_wmma_kernel<Rule, E, K, V>, S::threads, int(sizeof(S)));
   }
 }
 
@@ -147,7 +147,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   using detail::scratch;
   // For the warp-specialised state pass, W, the scores and copies of K and Q head-major with
   // padded rows ([B, HV, T, K + pad] etc.): a chunk's rows of one value head are one block,
-  // laid out as that pass's shared tiles, which it copies whole (bulk_copy.cuh).
+  // laid out as that pass's shared tiles, which it copies whole (tile/bulk_copy.cuh).
   const index_t sms = detail::multiprocessors();
   const int specialized = sizeof(E) == 2 ? detail::specialized_state_columns(p, sms) : 0;
   const bool whole_tiles = specialized != 0;

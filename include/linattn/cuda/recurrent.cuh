@@ -11,10 +11,10 @@
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
-#include "call_setup.cuh"
-#include "dims.cuh"
-#include "supported_rule.cuh"
-#include "token_kernel.cuh"
+#include "host/call_setup.cuh"
+#include "host/supported_rule.cuh"
+#include "kernels/token_recurrence.cuh"
+#include "tile/dims.cuh"
 
 namespace linattn::cuda {
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "../core/options.hpp"
-#include "../core/problem.hpp"
-#include "../core/validate.hpp"
-#include "spans.cuh"
+#include "../../core/options.hpp"
+#include "../../core/problem.hpp"
+#include "../../core/validate.hpp"
+#include "../kernels/spans.cuh"
 #include "status.cuh"
 #include "workspace_pool.cuh"
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Chunkwise form, pass 1 for 16-bit inputs (__half, __nv_bfloat16): the same chunk-local
-/// products as chunk_local_kernel.cuh on register-resident mma.sync tiles. One block of 8 warps
+/// products as chunk_local_wmma.cuh on register-resident mma.sync tiles. One block of 8 warps
 /// per (chunk, value head); warp w owns rows [16 rb, 16 rb + 16), rb = w % 4, of every [C, *]
 /// result and half of its column blocks (ch = w / 4):
 ///
@@ -13,44 +13,64 @@
 /// V is copied into the queries' tile while the inverse is formed.
 #pragma once
 
-#include "async_copy.cuh"
+#include <type_traits>
+
+#include "../tile/async_copy.cuh"
+#include "../tile/load_store.cuh"
+#include "../tile/mma_sync.cuh"
 #include "chunk_args.cuh"
 #include "chunk_coefficients.cuh"
-#include "mma.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 #include "unit_lower_inverse.cuh"
 
 namespace linattn::cuda::detail {
 
-template <class Rule, class T, int K, int V>
-struct chunk_local_mma_layout {
-  static_assert(sizeof(T) == 2, "the mma.sync chunk-local pass takes 16-bit inputs");
+/// Shared memory of the mma.sync chunk-local pass, delta family.
+template <class T, int K, int V>
+struct chunk_local_mma_storage_delta {
   static constexpr int warps = 8, threads = 32 * warps;
   static constexpr int ldk = K + 8, ldv = V + 8, ldf = chunk + 4;
-  static constexpr int wide = (K > V ? K : V) + 8;
-  static constexpr int keys = 0;                                                   // T [C, ldk]
-  static constexpr int queries = keys + chunk * ldk * 2;                           // T [C, ldk], then V [C, ldv]
-  static constexpr int a = queries + chunk * wide * 2;                             // f32 [C, ldf]
-  static constexpr int x = a + (corrects<Rule> ? chunk * ldf * 4 : 0);             // f32 [C, ldf]
-  static constexpr int scratch = x + (corrects<Rule> ? chunk * ldf * 4 : 0);       // f32 [warps, 16 x 8]
-  static constexpr int gates = scratch + (corrects<Rule> ? warps * 16 * 8 * 4 : 0);  // f32 [C]
-  static constexpr int betas = gates + chunk * 4;                                  // f32 [C]
-  static constexpr int bytes = betas + chunk * 4;
+  T keys[chunk][ldk];            // [C, K]
+  union {
+    T queries[chunk][ldk];       // [C, K]
+    T values[chunk][ldv];        // [C, V], once the scores are formed
+  };
+  float a[chunk][ldf];           // [C, C]  A
+  float x[chunk][ldf];           // [C, C]  X = (I + A)^-1
+  float scratch[warps][16 * 8];  // [warps][16, 8]  the inversion's per-warp tiles
+  float gates[chunk];            // [C]  log gates, then b
+  float betas[chunk];            // [C]
+};
+
+/// The additive family needs b and the scores only.
+template <class T, int K, int V>
+struct chunk_local_mma_storage_additive {
+  static constexpr int warps = 8, threads = 32 * warps, ldk = K + 8, ldv = V + 8;
+  T keys[chunk][ldk];            // [C, K]
+  union {
+    T queries[chunk][ldk];       // [C, K]
+    T values[chunk][ldv];        // [C, V]  (not used: sizes the union as for the delta family)
+  };
+  float gates[chunk];            // [C]  log gates, then b
+  float betas[chunk];            // [C]  (not used)
 };
 
 template <class Rule, class T, int K, int V>
+using chunk_local_mma_storage =
+    std::conditional_t<corrects<Rule>, chunk_local_mma_storage_delta<T, K, V>, chunk_local_mma_storage_additive<T, K, V>>;
+
+template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule, T> args) {
-  using L = chunk_local_mma_layout<Rule, T, K, V>;
+  static_assert(sizeof(T) == 2, "the mma.sync chunk-local pass takes 16-bit inputs");
+  using S = chunk_local_mma_storage<Rule, T, K, V>;
   constexpr int CT = chunk / 8;
-  extern __shared__ __align__(128) unsigned char smem[];
-  T* keys = reinterpret_cast<T*>(smem + L::keys);
-  T* queries = reinterpret_cast<T*>(smem + L::queries);
-  T* values = queries;  // after the scores
-  float* a_tile = reinterpret_cast<float*>(smem + L::a);
-  float* x_tile = reinterpret_cast<float*>(smem + L::x);
-  float* gates = reinterpret_cast<float*>(smem + L::gates);
-  float* betas = reinterpret_cast<float*>(smem + L::betas);
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  S& smem = *reinterpret_cast<S*>(dynamic_smem);
+  T* keys = smem.keys[0];
+  T* queries = smem.queries[0];
+  T* values = smem.values[0];  // after the scores
+  float* gates = smem.gates;
+  float* betas = smem.betas;
 
   const int i = int(blockIdx.x);  // grid (chunks, HV)
   const span c = args.chunk_at(blockIdx.x);
@@ -62,18 +82,18 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   const int rb = warp % 4, ch = warp / 4;
   const int r0 = 16 * rb;  // this warp's rows
 
-  load_keys_queries_gates<K, L::threads>(args, keys, queries, L::ldk, gates, b, t0, n, h, hv);
+  load_keys_queries_gates<K, S::threads>(args, keys, queries, S::ldk, gates, b, t0, n, h, hv);
   if (args.keys.data()) {  // copies of the tiles, padded rows included, for the state pass
-    static_assert(L::ldk == K + pad<T>, "rows as in the workspace (chunk_args.cuh)");
+    static_assert(S::ldk == K + pad<T>, "rows as in the workspace (chunk_args.cuh)");
     auto* to_keys = reinterpret_cast<uint4*>(&args.keys(b, t0, hv, 0));
     auto* to_queries = reinterpret_cast<uint4*>(&args.queries(b, t0, hv, 0));
-    for (int e = tid; e < n * L::ldk * int(sizeof(T)) / 16; e += L::threads) {
+    for (int e = tid; e < n * S::ldk * int(sizeof(T)) / 16; e += S::threads) {
       to_keys[e] = reinterpret_cast<const uint4*>(keys)[e];
       to_queries[e] = reinterpret_cast<const uint4*>(queries)[e];
     }
   }
 
-  chunk_gates_and_betas<K>(args, keys, L::ldk, gates, betas, i, b, t0, n, hv);
+  chunk_gates_and_betas<K>(args, keys, S::ldk, gates, betas, i, b, t0, n, hv);
 
   // Q K^T and K K^T on this warp's rows, column blocks p = 2 lp + ch <= rb (the rest is
   // masked); the accumulators hold this warp's blocks only
@@ -82,14 +102,14 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {
     std::uint32_t aq[4], ak[4];
-    ldmatrix_x4(aq, queries + (r0 + al.row) * L::ldk + 16 * ks + al.col);
-    if constexpr (corrects<Rule>) ldmatrix_x4(ak, keys + (r0 + al.row) * L::ldk + 16 * ks + al.col);
+    ldmatrix_x4(aq, queries + (r0 + al.row) * S::ldk + 16 * ks + al.col);
+    if constexpr (corrects<Rule>) ldmatrix_x4(ak, keys + (r0 + al.row) * S::ldk + 16 * ks + al.col);
 #pragma unroll
     for (int lp = 0; lp < CT / 4; ++lp) {
       const int p = 2 * lp + ch;
       if (p > rb) continue;
       std::uint32_t bk[4];
-      ldmatrix_x4(bk, keys + (16 * p + bl.row) * L::ldk + 16 * ks + bl.col);
+      ldmatrix_x4(bk, keys + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
       mma_16816<T>(sc[2 * lp], aq, bk[0], bk[1]);
       mma_16816<T>(sc[2 * lp + 1], aq, bk[2], bk[3]);
       if constexpr (corrects<Rule>) {
@@ -110,16 +130,19 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
       const float e1 = j + 1 <= r ? __expf(gates[r] - gates[j + 1]) : 0.0f;
       if (r < n) store_pair(&args.scores(b, t0 + r, hv, 0), j, scale * sc[ln][2 * half] * e0, scale * sc[ln][2 * half + 1] * e1);
       if constexpr (corrects<Rule>) {
+        float* a_tile = smem.a[0];
         const float s0 = j < r ? betas[r] * e0 : 0.0f, s1 = j + 1 < r ? betas[r] * e1 : 0.0f;
-        *reinterpret_cast<float2*>(a_tile + r * L::ldf + j) = make_float2(s0 * gr[ln][2 * half], s1 * gr[ln][2 * half + 1]);
+        *reinterpret_cast<float2*>(a_tile + r * S::ldf + j) = make_float2(s0 * gr[ln][2 * half], s1 * gr[ln][2 * half + 1]);
       }
     }
   }
   if constexpr (corrects<Rule>) {
+    float* a_tile = smem.a[0];
+    float* x_tile = smem.x[0];
     __syncthreads();  // A is complete; the queries' tile is free
-    load_rows<chunk, V, L::threads>(values, L::ldv, in.v, b, t0, n, hv);
+    load_rows<chunk, V, S::threads>(values, S::ldv, in.v, b, t0, n, hv);
     commit_copies();
-    invert_unit_lower_tc(a_tile, L::ldf, x_tile, L::ldf, reinterpret_cast<float*>(smem + L::scratch));
+    invert_unit_lower_tc(a_tile, S::ldf, x_tile, S::ldf, smem.scratch[0]);
     wait_copies<0>();
     __syncthreads();
 
@@ -139,10 +162,10 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
           const int col = j + (m & 1) + 8 * (m >> 1);
           f[m] = decayed ? betas[col] * __expf(gates[col]) : betas[col];
         }
-        const float2 x00 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * L::ldf + j);
-        const float2 x10 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * L::ldf + j);
-        const float2 x01 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * L::ldf + j + 8);
-        const float2 x11 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * L::ldf + j + 8);
+        const float2 x00 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * S::ldf + j);
+        const float2 x10 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * S::ldf + j);
+        const float2 x01 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * S::ldf + j + 8);
+        const float2 x11 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * S::ldf + j + 8);
         const std::uint32_t a[4] = {pack2<T>(x00.x * f[0], x00.y * f[1]), pack2<T>(x10.x * f[0], x10.y * f[1]),
                                     pack2<T>(x01.x * f[2], x01.y * f[3]), pack2<T>(x11.x * f[2], x11.y * f[3])};
 #pragma unroll
@@ -161,8 +184,8 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
           if (r < n) store_pair(rows[half], 16 * ch * LP + 8 * ln + 2 * t, acc[ln][2 * half], acc[ln][2 * half + 1]);
         }
     };
-    products(keys, L::ldk, std::integral_constant<int, K>{}, true, args.w);
-    products(values, L::ldv, std::integral_constant<int, V>{}, false, args.u);
+    products(keys, S::ldk, std::integral_constant<int, K>{}, true, args.w);
+    products(values, S::ldv, std::integral_constant<int, V>{}, false, args.u);
   }
 }
 

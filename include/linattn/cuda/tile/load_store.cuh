@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "../core/tensor_view.hpp"
+#include "../../core/tensor_view.hpp"
 #include "async_copy.cuh"
 #include "scalar.cuh"
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "../core/error.hpp"
+#include "../../core/error.hpp"
 
 namespace linattn::cuda::detail {
 

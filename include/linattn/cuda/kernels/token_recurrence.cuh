@@ -11,9 +11,9 @@
 ///   H <- alpha H + k u^T
 #pragma once
 
-#include "../core/tensor_view.hpp"
-#include "rule_coefficients.cuh"
+#include "../../core/tensor_view.hpp"
 #include "call_args.cuh"
+#include "rule_coefficients.cuh"
 
 namespace linattn::cuda::detail {
 

@@ -4,9 +4,9 @@
 /// scale and head grouping. The chunkwise kernels add their workspace to it (chunk_args.cuh).
 #pragma once
 
-#include "../core/options.hpp"
-#include "../core/problem.hpp"
-#include "../core/tensor_view.hpp"
+#include "../../core/options.hpp"
+#include "../../core/problem.hpp"
+#include "../../core/tensor_view.hpp"
 #include "spans.cuh"
 
 namespace linattn::cuda::detail {

@@ -5,8 +5,8 @@
 /// intra-chunk scores and the gate cumsums to the sequential state pass.
 #pragma once
 
-#include "../core/tensor_view.hpp"
-#include "async_copy.cuh"
+#include "../../core/tensor_view.hpp"
+#include "../tile/async_copy.cuh"
 #include "call_args.cuh"
 #include "spans.cuh"
 

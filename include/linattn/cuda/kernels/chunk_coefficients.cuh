@@ -5,11 +5,11 @@
 /// beta (which need ||k||^2 from the chunk's key tile).
 #pragma once
 
-#include "async_copy.cuh"
+#include "../tile/async_copy.cuh"
+#include "../tile/load_store.cuh"
+#include "../tile/scalar.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
-#include "scalar.cuh"
-#include "tile_io.cuh"
 
 namespace linattn::cuda::detail {
 

@@ -21,49 +21,71 @@
 /// longer one, so they rarely wait there; nothing goes through global memory.
 #pragma once
 
-#include "async_copy.cuh"
-#include "bulk_copy.cuh"
+#include "../tile/async_copy.cuh"
+#include "../tile/bulk_copy.cuh"
+#include "../tile/load_store.cuh"
+#include "../tile/mma_sync.cuh"
+#include "../tile/named_barrier.cuh"
 #include "chunk_args.cuh"
-#include "mma.cuh"
-#include "named_barrier.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 
 namespace linattn::cuda::detail {
 
+/// The state warps' tiles of one chunk (two buffers), delta family. W, K (and the output warps'
+/// Q and scores) come as one bulk copy per tile from the workspace, head-major with rows padded
+/// as here (chunkwise.cuh).
+template <class T, int K, int BV, bool Corrects>
+struct alignas(16) chunk_state_specialized_tiles {
+  static constexpr int ldk = K + 8, ldv = BV + 8;  // 16-byte rows, off one bank
+  T w[chunk][ldk];                 // [C, K]
+  T keys[chunk][ldk];              // [C, K]
+  T values[chunk][ldv];            // [C, BV]  U
+  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+};
+
+/// The additive family's: no W.
+template <class T, int K, int BV>
+struct alignas(16) chunk_state_specialized_tiles<T, K, BV, false> {
+  static constexpr int ldk = K + 8, ldv = BV + 8;
+  T keys[chunk][ldk];              // [C, K]
+  T values[chunk][ldv];            // [C, BV]  V
+  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+};
+
+/// The output warps' tiles of one chunk (two buffers).
+template <class T, int K>
+struct alignas(16) chunk_state_specialized_output_tiles {
+  static constexpr int ldk = K + 8, lds = chunk + 8;
+  T queries[chunk][ldk];           // [C, K], then the warps' rows of O [C, BV]
+  T scores[chunk][lds];            // [C, C]
+  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+};
+
+/// One slot of the hand-over ring.
+template <class T, int K, int BV>
+struct chunk_state_specialized_slot {
+  T state[K][BV + 8];              // [K, BV]  H before the chunk
+  T fresh[chunk][BV + 8];          // [C, BV]  U~
+};
+
+/// Shared memory of the warp-specialised state pass. Every tile buffer is a multiple of 128 bytes,
+/// so each starts on a 128-byte boundary; 16-byte alignment is what the copies need.
 template <class Rule, class T, int K, int BV>
-struct chunk_state_specialized_layout {
-  static_assert(sizeof(T) == 2, "the register-resident state pass takes 16-bit inputs");
-  static_assert(BV % 16 == 0 && K % 64 == 0, "whole 16-column steps; 16-key steps per warp");
+struct chunk_state_specialized_storage {
+  using tiles = chunk_state_specialized_tiles<T, K, BV, corrects<Rule>>;
+  using output_tiles = chunk_state_specialized_output_tiles<T, K>;
   static constexpr int role_threads = 128, threads = 2 * role_threads;
   static constexpr int keys_per_warp = K / 4;
-  static constexpr int ldk = K + 8, ldv = BV + 8, lds = chunk + 8;  // 16-byte rows, off one bank
-  // the state warps' buffer of one chunk (byte offsets)
-  static constexpr int wgt = 0;                                               // T [C, ldk]  W
-  static constexpr int keys = wgt + (corrects<Rule> ? chunk * ldk * 2 : 0);   // T [C, ldk]
-  static constexpr int values = keys + chunk * ldk * 2;                       // T [C, ldv]  U or V
-  static constexpr int gates = values + chunk * ldv * 2;                      // f32 [C]
-  static constexpr int buffer = (gates + chunk * 4 + 127) / 128 * 128;
-  // the output warps' buffer of one chunk
-  static constexpr int queries = 0;                                           // T [C, ldk], then their O rows
-  static constexpr int scores = queries + chunk * ldk * 2;                    // T [C, lds]
-  static constexpr int out_gates = scores + chunk * lds * 2;                  // f32 [C]
-  static constexpr int out_buffer = (out_gates + chunk * 4 + 127) / 128 * 128;
-  // one slot of the ring
-  static constexpr int slot_state = 0;                                        // T [K, ldv]  H before the chunk
-  static constexpr int slot_fresh = slot_state + K * ldv * 2;                 // T [C, ldv]  U~
-  static constexpr int slot = slot_fresh + chunk * ldv * 2;
+  static constexpr int ldk = tiles::ldk, ldv = tiles::ldv, lds = output_tiles::lds;
+  tiles buffer[2];                                 // [2]  the state warps' chunk c in buffer c % 2
+  output_tiles out_buffer[2];                      // [2]  the output warps' chunk c in out_buffer c % 2
+  chunk_state_specialized_slot<T, K, BV> ring[2];  // [2]  H and U~ of chunk c in ring[c % 2]
+  T written[chunk][ldv];                           // [C, BV]  diag(exp(b_C - b)) U~
+  std::uint64_t state_arrived[2];                  // [2]  mbarriers: W, K bytes in buffer[i]
+  std::uint64_t out_arrived[2];                    // [2]  mbarriers: Q, score bytes in out_buffer[i]
 
-  static constexpr int out_buffers = 2 * buffer;
-  static constexpr int ring = out_buffers + 2 * out_buffer;
-  static constexpr int written = ring + 2 * slot;                             // T [C, ldv]  diag(exp(b_C - b)) U~
-  static constexpr int state_arrived = written + chunk * ldv * 2;             // u64 [2]  W, K bytes in
-  static constexpr int out_arrived = state_arrived + 2 * 8;                   // u64 [2]  Q, score bytes in
-  static constexpr int bytes = out_arrived + 2 * 8;
-  // W, K, Q and the scores come as one bulk copy per tile from the workspace, head-major with
-  // rows padded as here (chunkwise.cuh)
+  static_assert(sizeof(tiles) % 128 == 0 && sizeof(output_tiles) % 128 == 0, "buffers on 128-byte boundaries");
   static_assert(ldk == K + pad<T> && lds == chunk + pad<T>, "tile rows as in the workspace (chunkwise.cuh)");
-  static_assert(gates % 16 == 0 && out_gates % 16 == 0 && buffer % 16 == 0, "16-byte gate copies");
 };
 
 /// Named barriers: 1 of the state warps, 2 of the output warps, 3 of all.
@@ -98,48 +120,47 @@ __device__ void load_tiles_bulk(const bulk_tile<T> (&tiles)[N], int n, std::uint
 
 /// The state warps queue one chunk's W and K tiles (bulk copies counted on `arrived`), U (V)
 /// tile and gates (one commit group per thread) into `buf`.
-template <class Rule, class T, int K, int BV>
-__device__ void load_state_tiles(unsigned char* buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i,
-                                 index_t b, int t0, int n, index_t hv, index_t v0, int tid) {
-  using L = chunk_state_specialized_layout<Rule, T, K, BV>;
-  constexpr int R = L::role_threads;
-  const bulk_tile<T> keys{reinterpret_cast<T*>(buf + L::keys), L::ldk, &args.keys(b, t0, hv, 0)};
+template <int BV, int Threads, class Rule, class T, class Tiles>
+__device__ void load_state_tiles(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b,
+                                 int t0, int n, index_t hv, index_t v0, int tid) {
+  const bulk_tile<T> keys{buf.keys[0], Tiles::ldk, &args.keys(b, t0, hv, 0)};
   if constexpr (corrects<Rule>) {
-    const bulk_tile<T> tiles[2] = {{reinterpret_cast<T*>(buf + L::wgt), L::ldk, &args.w(b, t0, hv, 0)}, keys};
-    load_tiles_bulk<chunk, R>(tiles, n, arrived, tid);
-    load_rows<chunk, BV, R>(reinterpret_cast<T*>(buf + L::values), L::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0,
-                            tid);
+    const bulk_tile<T> tiles[2] = {{buf.w[0], Tiles::ldk, &args.w(b, t0, hv, 0)}, keys};
+    load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
+    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0, tid);
   } else {
     const bulk_tile<T> tiles[1] = {keys};
-    load_tiles_bulk<chunk, R>(tiles, n, arrived, tid);
-    load_rows<chunk, BV, R>(reinterpret_cast<T*>(buf + L::values), L::ldv, args.in.v, b, t0, n, hv, v0, tid);
+    load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
+    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, args.in.v, b, t0, n, hv, v0, tid);
   }
-  args.load_gate_cumsum(reinterpret_cast<float*>(buf + L::gates), i, hv, tid);
+  args.load_gate_cumsum(buf.gates, i, hv, tid);
   commit_copies();
 }
 
 /// The output warps queue one chunk's Q and score tiles (bulk copies counted on `arrived`)
 /// and gates (one commit group per thread) into `buf`.
-template <class Rule, class T, int K, int BV>
-__device__ void load_output_tiles(unsigned char* buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i,
-                                  index_t b, int t0, int n, index_t hv, int tid) {
-  using L = chunk_state_specialized_layout<Rule, T, K, BV>;
-  const bulk_tile<T> tiles[2] = {{reinterpret_cast<T*>(buf + L::queries), L::ldk, &args.queries(b, t0, hv, 0)},
-                                 {reinterpret_cast<T*>(buf + L::scores), L::lds, &args.scores(b, t0, hv, 0)}};
-  load_tiles_bulk<chunk, L::role_threads>(tiles, n, arrived, tid);
-  args.load_gate_cumsum(reinterpret_cast<float*>(buf + L::out_gates), i, hv, tid);
+template <int Threads, class Rule, class T, class Tiles>
+__device__ void load_output_tiles(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b,
+                                  int t0, int n, index_t hv, int tid) {
+  const bulk_tile<T> tiles[2] = {{buf.queries[0], Tiles::ldk, &args.queries(b, t0, hv, 0)},
+                                 {buf.scores[0], Tiles::lds, &args.scores(b, t0, hv, 0)}};
+  load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
+  args.load_gate_cumsum(buf.gates, i, hv, tid);
   commit_copies();
 }
 
 template <class Rule, class T, int K, int BV>
 __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args<Rule, T> args) {
-  using L = chunk_state_specialized_layout<Rule, T, K, BV>;
+  static_assert(sizeof(T) == 2, "the register-resident state pass takes 16-bit inputs");
+  static_assert(BV % 16 == 0 && K % 64 == 0, "whole 16-column steps; 16-key steps per warp");
+  using S = chunk_state_specialized_storage<Rule, T, K, BV>;
   using bars = specialized_barriers;
   constexpr int NT = BV / 8;  // n-tiles of the block's columns
-  constexpr int R = L::role_threads, both = L::threads;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const auto slot_state = [&](int c) { return reinterpret_cast<T*>(smem + L::ring + (c % 2) * L::slot + L::slot_state); };
-  const auto slot_fresh = [&](int c) { return reinterpret_cast<T*>(smem + L::ring + (c % 2) * L::slot + L::slot_fresh); };
+  constexpr int R = S::role_threads, both = S::threads;
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  S& smem = *reinterpret_cast<S*>(dynamic_smem);
+  const auto slot_state = [&](int c) { return smem.ring[c % 2].state[0]; };
+  const auto slot_fresh = [&](int c) { return smem.ring[c % 2].fresh[0]; };
 
   const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV;
   const span s = args.sequence(n_seq);
@@ -150,19 +171,19 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   const int r0 = 16 * role_warp;  // the warp's tokens of U~ or O
   const auto col = [&](int nt, int e) { return 8 * nt + 2 * t + (e & 1); };
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
-  auto* state_arrived = reinterpret_cast<std::uint64_t*>(smem + L::state_arrived);  // [2], per state buffer
-  auto* out_arrived = reinterpret_cast<std::uint64_t*>(smem + L::out_arrived);      // [2], per output buffer
+  std::uint64_t* state_arrived = smem.state_arrived;  // [2], per state buffer
+  std::uint64_t* out_arrived = smem.out_arrived;      // [2], per output buffer
   if (threadIdx.x < 4) mbarrier_init(threadIdx.x < 2 ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - 2);
   __syncthreads();
 
   if (int(threadIdx.x) >= R) {
     // ---- output warps: O of chunk c from slot c % 2 ----
-    const auto buffer = [&](int c) { return smem + L::out_buffers + (c % 2) * L::out_buffer; };
+    const auto buffer = [&](int c) -> typename S::output_tiles& { return smem.out_buffer[c % 2]; };
     const auto load = [&](int c) {
       const int from = s.start + c * chunk;
       if (c < chunks)
-        load_output_tiles<Rule, T, K, BV>(buffer(c), out_arrived + c % 2, args, s.first_chunk + c, b, from,
-                                          min(chunk, end - from), hv, tid);
+        load_output_tiles<R>(buffer(c), out_arrived + c % 2, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
+                             tid);
     };
     load(0);
     for (int c = 0; c < chunks; ++c) {
@@ -171,28 +192,28 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       mbarrier_wait(out_arrived + c % 2, unsigned(c / 2) & 1u);
       barrier_sync(bars::out_tiles_in, R);  // chunk c's tiles are in; chunk c - 1's buffer is free
       load(c + 1);
-      T* queries = reinterpret_cast<T*>(buffer(c) + L::queries);
-      const T* scores = reinterpret_cast<const T*>(buffer(c) + L::scores);
-      const float* gates = reinterpret_cast<const float*>(buffer(c) + L::out_gates);
+      T* queries = buffer(c).queries[0];
+      const T* scores = buffer(c).scores[0];
+      const float* gates = buffer(c).gates;
       barrier_sync(bars::handover, both);  // H and U~ of chunk c are in slot c % 2
       const T* state = slot_state(c);
       const T* fresh = slot_fresh(c);
       float o[NT][4] = {};
-      mma_rows_kn<T, NT, K / 16>(o, queries + r0 * L::ldk, L::ldk, state, L::ldv, lane);
+      mma_rows_kn<T, NT, K / 16>(o, queries + r0 * S::ldk, S::ldk, state, S::ldv, lane);
       const float f[2] = {args.scale * __expf(gates[r0 + g]), args.scale * __expf(gates[r0 + g + 8])};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[nt][e] *= f[e >> 1];
       // scores causal: k-steps up to the warp's row block
-      mma_rows_kn<T, NT, chunk / 16>(o, scores + r0 * L::lds, L::lds, fresh, L::ldv, lane, role_warp + 1);
+      mma_rows_kn<T, NT, chunk / 16>(o, scores + r0 * S::lds, S::lds, fresh, S::ldv, lane, role_warp + 1);
       // the warp's rows of O -> its own (no longer read) query rows -> 16-byte stores
-      T* stage = queries + r0 * L::ldk;
+      T* stage = queries + r0 * S::ldk;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          store_pair(stage + (g + 8 * half) * L::ldk, col(nt, 0), o[nt][2 * half], o[nt][2 * half + 1]);
+          store_pair(stage + (g + 8 * half) * S::ldk, col(nt, 0), o[nt][2 * half], o[nt][2 * half + 1]);
       __syncwarp();
       constexpr int pieces = BV / 8;  // 16-byte pieces per row
 #pragma unroll
@@ -200,7 +221,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         const int r = i / pieces, j = (i % pieces) * 8;
         if (r0 + r >= n) continue;
         float y[8];
-        load8(stage + r * L::ldk + j, y);
+        load8(stage + r * S::ldk + j, y);
         store8(args.out, b, t0 + r0 + r, hv, v0 + j, y);
       }
       // the stores into the query tile (and any zero rows) before the tile's next bulk refill,
@@ -211,9 +232,9 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   }
 
   // ---- state warps ----
-  constexpr int MT = L::keys_per_warp / 16;  // m-tiles of the warp's key rows
-  const int k0 = role_warp * L::keys_per_warp;
-  T* written = reinterpret_cast<T*>(smem + L::written);
+  constexpr int MT = S::keys_per_warp / 16;  // m-tiles of the warp's key rows
+  const int k0 = role_warp * S::keys_per_warp;
+  T* written = smem.written[0];
   // H(k0 + 16 m + g + 8 (e >> 1), v0 + 8 nt + 2 t + (e & 1)) = hs[m][nt][e]
   float hs[MT][NT][4];
   const auto key = [&](int m, int e) { return k0 + 16 * m + g + 8 * (e >> 1); };
@@ -226,7 +247,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          store_pair(state + key(m, 2 * half) * L::ldv, col(nt, 0), hs[m][nt][2 * half], hs[m][nt][2 * half + 1]);
+          store_pair(state + key(m, 2 * half) * S::ldv, col(nt, 0), hs[m][nt][2 * half], hs[m][nt][2 * half + 1]);
   };
 #pragma unroll
   for (int m = 0; m < MT; ++m)
@@ -236,23 +257,21 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       for (int e = 0; e < 4; ++e) hs[m][nt][e] = args.s0.data() ? args.s0(n_seq, hv, key(m, e), v0 + col(nt, e)) : 0.0f;
   share_state(0);
 
-  const auto buffer = [&](int c) { return smem + (c % 2) * L::buffer; };
+  const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
   if (chunks > 0)
-    load_state_tiles<Rule, T, K, BV>(buffer(0), state_arrived, args, s.first_chunk, b, s.start, min(chunk, s.length), hv, v0,
-                                     tid);
+    load_state_tiles<BV, R>(buffer(0), state_arrived, args, s.first_chunk, b, s.start, min(chunk, s.length), hv, v0, tid);
   for (int c = 0; c < chunks; ++c) {
     const int t0 = s.start + c * chunk;
     wait_copies<0>();
     mbarrier_wait(state_arrived + c % 2, unsigned(c / 2) & 1u);
     barrier_sync(bars::tiles_in, R);  // this chunk's tiles and H are in; the other buffer is free
     if (c + 1 < chunks)
-      load_state_tiles<Rule, T, K, BV>(buffer(c + 1), state_arrived + (c + 1) % 2, args, s.first_chunk + c + 1, b,
-                                       t0 + chunk, min(chunk, end - t0 - chunk), hv, v0, tid);
-    const unsigned char* buf = buffer(c);
-    const T* wgt = reinterpret_cast<const T*>(buf + L::wgt);
-    const T* keys = reinterpret_cast<const T*>(buf + L::keys);
-    const T* values = reinterpret_cast<const T*>(buf + L::values);
-    const float* gates = reinterpret_cast<const float*>(buf + L::gates);
+      load_state_tiles<BV, R>(buffer(c + 1), state_arrived + (c + 1) % 2, args, s.first_chunk + c + 1, b, t0 + chunk,
+                              min(chunk, end - t0 - chunk), hv, v0, tid);
+    const typename S::tiles& buf = buffer(c);
+    const T* keys = buf.keys[0];
+    const T* values = buf.values[0];
+    const float* gates = buf.gates;
     const float last = gates[chunk - 1];
     const T* state = slot_state(c);
     T* fresh = slot_fresh(c);
@@ -263,12 +282,12 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float2 u = unpack2<T>(*reinterpret_cast<const std::uint32_t*>(values + (r0 + g + 8 * half) * L::ldv + col(nt, 0)));
+        const float2 u = unpack2<T>(*reinterpret_cast<const std::uint32_t*>(values + (r0 + g + 8 * half) * S::ldv + col(nt, 0)));
         x[nt][2 * half] = u.x, x[nt][2 * half + 1] = u.y;
       }
     if constexpr (corrects<Rule>) {
       float wh[NT][4] = {};
-      mma_rows_kn<T, NT, K / 16>(wh, wgt + r0 * L::ldk, L::ldk, state, L::ldv, lane);
+      mma_rows_kn<T, NT, K / 16>(wh, buf.w[0] + r0 * S::ldk, S::ldk, state, S::ldv, lane);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -281,8 +300,8 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       const float f = __expf(last - gates[r]);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        store_pair(fresh + r * L::ldv, col(nt, 0), x[nt][2 * half], x[nt][2 * half + 1]);
-        store_pair(written + r * L::ldv, col(nt, 0), f * x[nt][2 * half], f * x[nt][2 * half + 1]);
+        store_pair(fresh + r * S::ldv, col(nt, 0), x[nt][2 * half], x[nt][2 * half + 1]);
+        store_pair(written + r * S::ldv, col(nt, 0), f * x[nt][2 * half], f * x[nt][2 * half + 1]);
       }
     }
     // slot c % 2 holds H and U~ of chunk c, `written` is complete, every state warp is done
@@ -302,11 +321,11 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     for (int q = 0; q < chunk / 16; ++q) {
       std::uint32_t ak[MT][4];
 #pragma unroll
-      for (int m = 0; m < MT; ++m) ldmatrix_x4<true>(ak[m], keys + (16 * q + bl.row) * L::ldk + k0 + 16 * m + bl.col);
+      for (int m = 0; m < MT; ++m) ldmatrix_x4<true>(ak[m], keys + (16 * q + bl.row) * S::ldk + k0 + 16 * m + bl.col);
 #pragma unroll
       for (int p = 0; p < NT / 2; ++p) {
         std::uint32_t bu[4];
-        ldmatrix_x4<true>(bu, written + (16 * q + kl.row) * L::ldv + 16 * p + kl.col);
+        ldmatrix_x4<true>(bu, written + (16 * q + kl.row) * S::ldv + 16 * p + kl.col);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
           mma_16816<T>(hs[m][2 * p], ak[m], bu[0], bu[1]);

@@ -7,7 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "../core/family.hpp"
+#include "../../core/family.hpp"
 
 namespace linattn {
 

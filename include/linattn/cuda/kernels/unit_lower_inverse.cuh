@@ -7,7 +7,7 @@
 /// each a few 16x16 products (3xTF32 mma.sync) over the whole block: 4 barriers instead of 64.
 #pragma once
 
-#include "mma.cuh"
+#include "../tile/mma_sync.cuh"
 
 namespace linattn::cuda::detail {
 

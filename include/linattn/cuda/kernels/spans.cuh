@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "../core/problem.hpp"
+#include "../../core/problem.hpp"
 
 namespace linattn::cuda::detail {
 

@@ -6,7 +6,7 @@
 
 #include <type_traits>
 
-#include "../core/config.hpp"
+#include "../../core/config.hpp"
 
 namespace linattn::cuda::detail {
 

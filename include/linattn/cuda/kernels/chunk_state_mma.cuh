@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Chunkwise form, pass 2 for 16-bit inputs (__half, __nv_bfloat16): the same recurrence as
-/// chunk_state_kernel.cuh, with the state held transposed in fp32 accumulator registers for the
+/// chunk_state_wmma.cuh, with the state held transposed in fp32 accumulator registers for the
 /// whole sequence. A block has `Groups` groups of `Split` warps; group j owns 16 value columns,
 /// Ht = H^T [16, K], and warp s of the group its key columns [s K/Split, (s+1) K/Split). Per
 /// chunk, with the chunk's tiles shared by the block in shared memory:
@@ -17,66 +17,93 @@
 /// heads. Ht enters its products rounded to the input type, as U~ does.
 #pragma once
 
-#include "async_copy.cuh"
+#include <type_traits>
+
+#include "../tile/async_copy.cuh"
+#include "../tile/load_store.cuh"
+#include "../tile/mma_sync.cuh"
 #include "chunk_args.cuh"
-#include "mma.cuh"
 #include "rule_coefficients.cuh"
-#include "tile_io.cuh"
 
 namespace linattn::cuda::detail {
 
-template <class Rule, class T, int K, int Groups, int Split>
-struct chunk_state_mma_layout {
-  static_assert(sizeof(T) == 2, "the register-resident state pass takes 16-bit inputs");
-  static_assert(Split == 1 || Split == 2 || Split == 4, "the output tokens split evenly over the warps of a group");
-  static_assert(K % (16 * Split) == 0, "each warp takes whole 16-key steps");
-  static constexpr int BV = 16 * Groups;  // value columns per block
-  static constexpr int warps = Groups * Split, threads = 32 * warps;
-  static constexpr int out_rows = chunk / Split;  // output rows each warp finishes
-  static constexpr int ldk = K + 8, ldv = BV + 8, lds = chunk + 8, ldo = 16 + 8;  // 16-byte rows
-  // one buffer of a chunk's tiles (byte offsets)
-  static constexpr int wgt = 0;                                                      // T [C, ldk]  W
-  static constexpr int queries = wgt + (corrects<Rule> ? chunk * ldk * 2 : 0);       // T [C, ldk]
-  static constexpr int keys = queries + chunk * ldk * 2;                             // T [C, ldk]
-  static constexpr int values = keys + chunk * ldk * 2;                              // T [C, ldv]  U or V
-  static constexpr int scores = values + chunk * ldv * 2;                            // T [C, lds]
-  static constexpr int gates = scores + chunk * lds * 2;                             // f32 [C]
-  static constexpr int buffer = (gates + chunk * 4 + 127) / 128 * 128;
-  static constexpr int out = 2 * buffer;                                             // T [warps][out_rows, ldo]
-  static constexpr int partials = out + warps * out_rows * ldo * 2;                  // f32 [warps][2][16 C]
-  static constexpr int bytes = partials + (Split > 1 ? warps * 2 * 16 * chunk * 4 : 0);
-  static_assert(gates % 16 == 0, "16-byte gate copies");
+/// One chunk's tiles in shared memory (two buffers), delta family.
+template <class T, int K, int BV, bool Corrects>
+struct alignas(128) chunk_state_mma_tiles {
+  static constexpr int ldk = K + 8, ldv = BV + 8, lds = chunk + 8;  // 16-byte rows
+  T w[chunk][ldk];                 // [C, K]
+  T queries[chunk][ldk];           // [C, K]
+  T keys[chunk][ldk];              // [C, K]
+  T values[chunk][ldv];            // [C, BV]  U
+  T scores[chunk][lds];            // [C, C]
+  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
 };
 
-/// Queues the copies of one chunk's tiles into `buf` (one commit group per thread).
+/// The additive family's: no W.
+template <class T, int K, int BV>
+struct alignas(128) chunk_state_mma_tiles<T, K, BV, false> {
+  static constexpr int ldk = K + 8, ldv = BV + 8, lds = chunk + 8;
+  T queries[chunk][ldk];           // [C, K]
+  T keys[chunk][ldk];              // [C, K]
+  T values[chunk][ldv];            // [C, BV]  V
+  T scores[chunk][lds];            // [C, C]
+  alignas(16) float gates[chunk];  // [C]  b
+};
+
+/// Shared memory of the register-resident state pass (Split = 1: no partial products).
 template <class Rule, class T, int K, int Groups, int Split>
-__device__ void load_chunk_tiles(unsigned char* buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
-                                 index_t hv, index_t h, index_t v0) {
-  using L = chunk_state_mma_layout<Rule, T, K, Groups, Split>;
+struct chunk_state_mma_buffers {
+  using tiles = chunk_state_mma_tiles<T, K, 16 * Groups, corrects<Rule>>;
+  static constexpr int BV = 16 * Groups;          // value columns per block
+  static constexpr int warps = Groups * Split, threads = 32 * warps;
+  static constexpr int out_rows = chunk / Split;  // output rows each warp finishes
+  static constexpr int ldk = tiles::ldk, ldv = tiles::ldv, lds = tiles::lds, ldo = 16 + 8;
+  tiles buffer[2];                                // [2]  chunk c in buffer c % 2
+  T out[warps][out_rows][ldo];                    // [warps][C / Split, 16]  each warp's rows of Ot, staged
+};
+
+/// With Split > 1 the warps of a group add their partial Ht W^T and Ht Q^T here: per warp, x then o,
+/// one float4 per n-tile and lane.
+template <class Rule, class T, int K, int Groups, int Split>
+struct chunk_state_mma_partials : chunk_state_mma_buffers<Rule, T, K, Groups, Split> {
+  float4 partials[Groups * Split][2][chunk / 8][32];  // [warps][x, o][C / 8 n-tiles][lanes]
+};
+
+template <class Rule, class T, int K, int Groups, int Split>
+using chunk_state_mma_storage = std::conditional_t<(Split > 1), chunk_state_mma_partials<Rule, T, K, Groups, Split>,
+                                                   chunk_state_mma_buffers<Rule, T, K, Groups, Split>>;
+
+/// Queues the copies of one chunk's tiles into `buf` (one commit group per thread).
+template <int K, int BV, int Threads, class Rule, class T, class Tiles>
+__device__ void load_chunk_tiles(Tiles& buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n, index_t hv,
+                                 index_t h, index_t v0) {
   if constexpr (corrects<Rule>) {
-    load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::wgt), L::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv);
-    load_rows<chunk, L::BV, L::threads>(reinterpret_cast<T*>(buf + L::values), L::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0);
+    load_rows<chunk, K, Threads>(buf.w[0], Tiles::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv);
+    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0);
   } else {
-    load_rows<chunk, L::BV, L::threads>(reinterpret_cast<T*>(buf + L::values), L::ldv, args.in.v, b, t0, n, hv, v0);
+    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, args.in.v, b, t0, n, hv, v0);
   }
-  load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::queries), L::ldk, args.in.q, b, t0, n, h);
-  load_rows<chunk, K, L::threads>(reinterpret_cast<T*>(buf + L::keys), L::ldk, args.in.k, b, t0, n, h);
-  load_rows<chunk, chunk, L::threads>(reinterpret_cast<T*>(buf + L::scores), L::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
-  float* gates = reinterpret_cast<float*>(buf + L::gates);
-  args.load_gate_cumsum(gates, i, hv, int(threadIdx.x));
+  load_rows<chunk, K, Threads>(buf.queries[0], Tiles::ldk, args.in.q, b, t0, n, h);
+  load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.in.k, b, t0, n, h);
+  load_rows<chunk, chunk, Threads>(buf.scores[0], Tiles::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
+  args.load_gate_cumsum(buf.gates, i, hv, int(threadIdx.x));
   commit_copies();
 }
 
 template <class Rule, class T, int K, int Groups, int Split>
 __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(chunk_args<Rule, T> args) {
-  using L = chunk_state_mma_layout<Rule, T, K, Groups, Split>;
+  static_assert(sizeof(T) == 2, "the register-resident state pass takes 16-bit inputs");
+  static_assert(Split == 1 || Split == 2 || Split == 4, "the output tokens split evenly over the warps of a group");
+  static_assert(K % (16 * Split) == 0, "each warp takes whole 16-key steps");
+  using S = chunk_state_mma_storage<Rule, T, K, Groups, Split>;
   constexpr int KP = K / Split;        // key columns per warp
   constexpr int KT = KP / 8;           // n-tiles of the warp's part of Ht
   constexpr int CT = chunk / 8;        // n-tiles of a [16, C] tile
   constexpr int OT = CT / Split;       // n-tiles of Ot this warp finishes
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  S& smem = *reinterpret_cast<S*>(dynamic_smem);
 
-  const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * L::BV;
+  const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * S::BV;
   const index_t h = hv / args.group;
   const span s = args.sequence(n_seq);
   const index_t b = s.b;
@@ -85,8 +112,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
   const int group = warp / Split, part = warp % Split;
   const index_t vw = v0 + 16 * group;  // the group's first value column
   const int k0 = part * KP;            // the warp's first key column
-  T* stage = reinterpret_cast<T*>(smem + L::out) + warp * L::out_rows * L::ldo;
-  float* partials = reinterpret_cast<float*>(smem + L::partials);
+  T* stage = smem.out[0][0] + warp * S::out_rows * S::ldo;  // out[warp], stepped as before (same code)
 
   // Ht(j, k0 + i) = S(k0 + i, vw + j): lane holds rows g, g+8 and columns 8 nt + 2t, +1
   float ht[KT][4];
@@ -96,26 +122,25 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
     for (int e = 0; e < 4; ++e)
       ht[nt][e] = args.s0.data() ? args.s0(n_seq, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) : 0.0f;
 
-  const auto buffer = [&](int c) { return smem + (c % 2) * L::buffer; };
-  if (s.length > 0) load_chunk_tiles<Rule, T, K, Groups, Split>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
+  const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
+  if (s.length > 0) load_chunk_tiles<K, S::BV, S::threads>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
 
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
   for (int c = 0, t0 = s.start; t0 < end; ++c, t0 += chunk) {
     const int n = min(chunk, end - t0);
     if (t0 + chunk < end) {
-      load_chunk_tiles<Rule, T, K, Groups, Split>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0);
+      load_chunk_tiles<K, S::BV, S::threads>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0);
       wait_copies<1>();
     } else {
       wait_copies<0>();
     }
     __syncthreads();  // this chunk's tiles are in
-    const unsigned char* buf = buffer(c);
-    const T* wgt = reinterpret_cast<const T*>(buf + L::wgt) + k0;
-    const T* queries = reinterpret_cast<const T*>(buf + L::queries) + k0;
-    const T* keys = reinterpret_cast<const T*>(buf + L::keys) + k0;
-    const T* values = reinterpret_cast<const T*>(buf + L::values) + 16 * group;
-    const T* scores = reinterpret_cast<const T*>(buf + L::scores);
-    const float* gates = reinterpret_cast<const float*>(buf + L::gates);
+    const typename S::tiles& buf = buffer(c);
+    const T* queries = buf.queries[0] + k0;
+    const T* keys = buf.keys[0] + k0;
+    const T* values = buf.values[0] + 16 * group;
+    const T* scores = buf.scores[0];
+    const float* gates = buf.gates;
     const float last = gates[chunk - 1];
 
     // Ht W^T and Ht Q^T over this warp's key columns, one k-step of Ht at a time
@@ -127,12 +152,12 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
 #pragma unroll
       for (int p = 0; p < CT / 2; ++p) {
         std::uint32_t bq[4];
-        ldmatrix_x4(bq, queries + (16 * p + bl.row) * L::ldk + 16 * ks + bl.col);
+        ldmatrix_x4(bq, queries + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
         mma_16816<T>(o[2 * p], a, bq[0], bq[1]);
         mma_16816<T>(o[2 * p + 1], a, bq[2], bq[3]);
         if constexpr (corrects<Rule>) {
           std::uint32_t bw[4];
-          ldmatrix_x4(bw, wgt + (16 * p + bl.row) * L::ldk + 16 * ks + bl.col);
+          ldmatrix_x4(bw, buf.w[0] + k0 + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
           mma_16816<T>(x[2 * p], a, bw[0], bw[1]);
           mma_16816<T>(x[2 * p + 1], a, bw[2], bw[3]);
         }
@@ -140,14 +165,14 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
     }
     if constexpr (Split > 1) {  // add the group's partial products (same order in every warp)
       // partials of warp w: [2][CT][32 lanes] float4 (x, then o), one 16-byte access per tile
-      float4* mine = reinterpret_cast<float4*>(partials) + warp * 2 * CT * 32;
+      float4* mine = smem.partials[0][0][0] + warp * 2 * CT * 32;
 #pragma unroll
       for (int nt = 0; nt < CT; ++nt) {
         if constexpr (corrects<Rule>) mine[nt * 32 + lane] = make_float4(x[nt][0], x[nt][1], x[nt][2], x[nt][3]);
         mine[(CT + nt) * 32 + lane] = make_float4(o[nt][0], o[nt][1], o[nt][2], o[nt][3]);
       }
       __syncthreads();
-      const float4* first = reinterpret_cast<const float4*>(partials) + group * Split * 2 * CT * 32;
+      const float4* first = smem.partials[0][0][0] + group * Split * 2 * CT * 32;
 #pragma unroll
       for (int nt = 0; nt < CT; ++nt) {
         if constexpr (corrects<Rule>) {
@@ -173,7 +198,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
 #pragma unroll
     for (int p = 0; p < CT / 2; ++p) {
       std::uint32_t u[4];
-      ldmatrix_x4<true>(u, values + (16 * p + bl.row) * L::ldv + bl.col);
+      ldmatrix_x4<true>(u, values + (16 * p + bl.row) * S::ldv + bl.col);
       const float2 u0 = unpack2<T>(u[0]), u1 = unpack2<T>(u[1]), u2 = unpack2<T>(u[2]), u3 = unpack2<T>(u[3]);
       x[2 * p][0] = u0.x - x[2 * p][0], x[2 * p][1] = u0.y - x[2 * p][1];
       x[2 * p][2] = u1.x - x[2 * p][2], x[2 * p][3] = u1.y - x[2 * p][3];
@@ -197,7 +222,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       for (int p = q; p < CT / 2; ++p) {
         if ((2 * p) / OT != part) continue;
         std::uint32_t bs[4];
-        ldmatrix_x4(bs, scores + (16 * p + bl.row) * L::lds + 16 * q + bl.col);
+        ldmatrix_x4(bs, scores + (16 * p + bl.row) * S::lds + 16 * q + bl.col);
         mma_16816<T>(o[2 * p], a, bs[0], bs[1]);
         mma_16816<T>(o[2 * p + 1], a, bs[2], bs[3]);
       }
@@ -206,20 +231,20 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
 #pragma unroll
     for (int nt = 0; nt < CT; ++nt) {
       if (nt / OT != part) continue;
-      const int r = 8 * nt + 2 * t - part * L::out_rows;
-      stage[r * L::ldo + g] = from_float<T>(o[nt][0]);
-      stage[(r + 1) * L::ldo + g] = from_float<T>(o[nt][1]);
-      stage[r * L::ldo + g + 8] = from_float<T>(o[nt][2]);
-      stage[(r + 1) * L::ldo + g + 8] = from_float<T>(o[nt][3]);
+      const int r = 8 * nt + 2 * t - part * S::out_rows;
+      stage[r * S::ldo + g] = from_float<T>(o[nt][0]);
+      stage[(r + 1) * S::ldo + g] = from_float<T>(o[nt][1]);
+      stage[r * S::ldo + g + 8] = from_float<T>(o[nt][2]);
+      stage[(r + 1) * S::ldo + g + 8] = from_float<T>(o[nt][3]);
     }
     __syncwarp();
 #pragma unroll
-    for (int m = 0; m < L::out_rows * 2 / 32; ++m) {
+    for (int m = 0; m < S::out_rows * 2 / 32; ++m) {
       const int piece = lane + 32 * m, r = piece / 2, j = (piece % 2) * 8;
-      if (part * L::out_rows + r < n) {
+      if (part * S::out_rows + r < n) {
         float y[8];
-        load8(stage + r * L::ldo + j, y);
-        store8(args.out, b, t0 + part * L::out_rows + r, hv, vw + j, y);
+        load8(stage + r * S::ldo + j, y);
+        store8(args.out, b, t0 + part * S::out_rows + r, hv, vw + j, y);
       }
     }
     // Ht <- exp(b_C) Ht + U~t diag(exp(b_C - b)) K on this warp's key columns
@@ -238,7 +263,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
 #pragma unroll
       for (int p = 0; p < KT / 2; ++p) {
         std::uint32_t bk[4];
-        ldmatrix_x4<true>(bk, keys + (16 * q + kl.row) * L::ldk + 16 * p + kl.col);
+        ldmatrix_x4<true>(bk, keys + (16 * q + kl.row) * S::ldk + 16 * p + kl.col);
         mma_16816<T>(ht[2 * p], a, bk[0], bk[1]);
         mma_16816<T>(ht[2 * p + 1], a, bk[2], bk[3]);
       }

@@ -18,7 +18,7 @@ using row_major = wmma::row_major;
 using col_major = wmma::col_major;
 
 /// Fragment types and one k-step of C += A B for an operand type (fp32 only: the 16-bit
-/// inputs use the register-resident mma.sync kernels of mma.cuh instead).
+/// inputs use the register-resident mma.sync kernels of mma_sync.cuh instead).
 template <class Op>
 struct mma_traits;
 

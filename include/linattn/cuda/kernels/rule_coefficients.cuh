@@ -7,8 +7,8 @@
 
 #include <type_traits>
 
-#include "../core/family.hpp"
-#include "scalar.cuh"
+#include "../../core/family.hpp"
+#include "../tile/scalar.cuh"
 
 namespace linattn::cuda::detail {
 
