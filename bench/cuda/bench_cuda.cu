@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// CUDA benchmarks: median CUDA-event time of linattn::cuda calls on shapes that fill the GPU
-/// (DESIGN.md §7), with the L2 cache flushed before every timed call (as triton's do_bench
+/// (docs/design.md#performance-references), with the L2 cache flushed before every timed call (as triton's do_bench
 /// does, so the fla comparison is like for like), next to the memory floor from a
 /// device-to-device copy timed in the same run.
 ///

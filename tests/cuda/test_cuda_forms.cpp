@@ -20,7 +20,7 @@ namespace la = linattn;
 using cuda_tests::dtype;
 using cuda_tests::form;
 
-/// DESIGN.md §5 / the CUDA issue: fp32 < 1e-4; bf16 < 2e-2; fp16 (3 more mantissa bits) < 1e-2.
+/// docs/design.md#testing / the CUDA issue: fp32 < 1e-4; bf16 < 2e-2; fp16 (3 more mantissa bits) < 1e-2.
 double tolerance(dtype t) { return t == dtype::f32 ? 1e-4 : t == dtype::f16 ? 1e-2 : 2e-2; }
 
 struct shape_case {

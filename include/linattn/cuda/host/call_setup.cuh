@@ -74,8 +74,8 @@ inline bool on_device(const void* p) {
 }
 
 /// Validates a CUDA call: the CPU checks, then device memory and the sizes the kernels
-/// support. `state` is decode_step's in-place state. Returns the problem with cu_seqlens
-/// pointing at `cu` (kept alive by the caller).
+/// support. `state` is decode_step's in-place state. Returns the problem (with its own copy
+/// of the offsets).
 template <class Rule, class T>
 problem validate(form f, const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                  const options<float>& opt, const tensor_view<float, 4>* state, const host_seqlens& cu) {
@@ -83,6 +83,9 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   host_opt.cu_seqlens = cu.view();
   host_opt.check_finite = false;
   linattn::detail::call_checker<Rule, T, float> checker(f, in, host_opt, "linattn::cuda::");
+  // The overlap checks look at where the caller's offsets live (host or device), not at the copy.
+  if (opt.cu_seqlens.given() && !opt.cu_seqlens.null())
+    checker.cu_seqlens_region(linattn::detail::region_of("options.cu_seqlens", opt.cu_seqlens));
   problem p = checker.check(out, state);
   if (opt.check_finite)
     checker.fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// The per-token coefficients of one chunk, shared by the chunk-local kernels: the chunk-local
-/// cumsum b of the log gates (MATH.md §4.1) and, for the delta family, the write strengths
+/// cumsum b of the log gates (docs/math.md#gated-delta-chunkwise) and, for the delta family, the write strengths
 /// beta (which need ||k||^2 from the chunk's key tile).
 #pragma once
 

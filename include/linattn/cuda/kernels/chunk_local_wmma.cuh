@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Chunkwise form, pass 1 for fp32 inputs (MATH.md §3.2 step 1 and §4.1; 16-bit inputs take
+/// Chunkwise form, pass 1 for fp32 inputs (docs/math.md#delta-chunkwise step 1 and docs/math.md#gated-delta-chunkwise; 16-bit inputs take
 /// chunk_local_mma.cuh): independent for every chunk and value head. With b the chunk-local cumsum of the log gates and Gam_ri = exp(b_r - b_i):
 ///
 ///   scores = scale (Q K^T ⊙ Gam)          causal incl. the diagonal      [C, C]

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Chunkwise form, pass 2 for fp32 inputs (MATH.md §3.2 steps 7-9 and §4.1; 16-bit inputs take
+/// Chunkwise form, pass 2 for fp32 inputs (docs/math.md#delta-chunkwise steps 7-9 and docs/math.md#gated-delta-chunkwise; 16-bit inputs take
 /// chunk_state_mma.cuh): sequential over the chunks of one sequence, for one value head and a block of BV value columns. The state block
 /// H = S^T [K, BV] stays in shared memory in fp32 for the whole sequence:
 ///

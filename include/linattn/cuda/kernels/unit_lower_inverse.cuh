@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// (I + A)^{-1} for a strictly lower triangular 64x64 A in fp32 shared memory (MATH.md §3.3,
+/// (I + A)^{-1} for a strictly lower triangular 64x64 A in fp32 shared memory (docs/math.md#solving-for-t,
 /// blocked): the four 16x16 diagonal blocks are inverted by forward substitution, one warp
 /// each, in registers; then the off-diagonal blocks follow diagonal by diagonal,
 ///   X_ij = -X_ii sum_{k=j}^{i-1} A_ik X_kj      (i > j),

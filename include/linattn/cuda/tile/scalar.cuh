@@ -11,7 +11,7 @@
 
 namespace linattn {
 
-/// Reduced-precision inputs keep an fp32 state and accumulate in fp32 (DESIGN.md §3).
+/// Reduced-precision inputs keep an fp32 state and accumulate in fp32 (docs/design.md#conventions).
 template <>
 struct state_type<__half> {
   using type = float;
