@@ -80,6 +80,18 @@ TEMPLATE_TEST_CASE("backward == finite differences: strong gates, zero gates, la
   }
 }
 
+TEMPLATE_TEST_CASE("backward == finite differences: chunks of several 16-row blocks", "[backward]", LINEAR_RULES) {
+  using Rule = TestType;
+  for (bform f : {bform::recurrent, bform::chunkwise}) {
+    std::mt19937_64 rng(906);
+    for (index_t C : {32, 64}) {
+      CAPTURE(name(f), C);
+      const auto p = backward_problem<Rule>(rng, {.B = 1, .T = 77, .H = 1, .HV = 2, .K = 6, .V = 5});
+      expect_finite_differences<Rule>(f, p, rng, {.chunk = C});
+    }
+  }
+}
+
 // ---- bad calls ------------------------------------------------------------------------------
 
 namespace {
@@ -270,4 +282,77 @@ TEMPLATE_TEST_CASE("chunkwise_backward == recurrent_backward (float and double, 
     expect_close(run_backward<Rule, float>(bform::chunkwise, p, s, {.chunk = C}), 1e-4);
   }
   expect_close(run_backward<Rule, float>(bform::recurrent, p, s, {.chunk = 16}), 1e-4);
+}
+
+TEMPLATE_TEST_CASE("chunkwise_backward in float stays finite and close under strong and zero gates, large steps",
+                   "[backward][robust]", LINEAR_RULES) {
+  using Rule = TestType;
+  std::mt19937_64 rng(907);
+  for (gates gm : {gates::strong, gates::zero, gates::weak}) {
+    CAPTURE(int(gm));
+    const auto p = backward_problem<Rule>(rng, {.B = 1, .T = 150, .H = 1, .HV = 2, .K = 32, .V = 24}, gm, true, {},
+                                          steps::large);
+    const seeds s = make_seeds(rng, p);
+    const gradients want = run_backward<Rule, double>(bform::recurrent, p, s, {.chunk = 64});
+    for (index_t C : {16, 64, 128}) {
+      CAPTURE(C);
+      std::string worst;
+      const double e = max_rel_err(run_backward<Rule, float>(bform::chunkwise, p, s, {.chunk = C}), want, p, worst);
+      CAPTURE(e, worst);
+      CHECK(e < 1e-4);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("chunkwise_backward: per-key gates of -2 per step over 64-token chunks (no exp overflow)",
+                   "[backward][robust]", la::VectorDecay, la::ScalarDecay, la::GatedDelta) {
+  using Rule = TestType;
+  std::mt19937_64 rng(908);
+  auto p = backward_problem<Rule>(rng, {.B = 1, .T = 130, .H = 1, .HV = 1, .K = 16, .V = 8});
+  for (auto& g : p.g) g = -2.0;
+  const seeds s = make_seeds(rng, p);
+  const gradients want = run_backward<Rule, double>(bform::recurrent, p, s, {.chunk = 64});
+  std::string worst;
+  const double e = max_rel_err(run_backward<Rule, float>(bform::chunkwise, p, s, {.chunk = 64}), want, p, worst);
+  CAPTURE(e, worst);
+  CHECK(e < 1e-4);
+}
+
+TEMPLATE_TEST_CASE("chunkwise_backward at a production-like size (K = 64, V = 128, short last chunk)", "[backward]",
+                   LINEAR_RULES) {
+  using Rule = TestType;
+  std::mt19937_64 rng(909);
+  const auto p = backward_problem<Rule>(rng, {.B = 1, .T = 300, .H = 1, .HV = 2, .K = 64, .V = 128});
+  const seeds s = make_seeds(rng, p);
+  const gradients want = run_backward<Rule, double>(bform::recurrent, p, s, {.chunk = 64});
+  for (index_t C : {64, 128}) {
+    CAPTURE(C);
+    std::string worst;
+    const double d = max_rel_err(run_backward<Rule, double>(bform::chunkwise, p, s, {.chunk = C}), want, p, worst);
+    CAPTURE(d, worst);
+    CHECK(d < 1e-10);
+    const double f = max_rel_err(run_backward<Rule, float>(bform::chunkwise, p, s, {.chunk = C}), want, p, worst);
+    CAPTURE(f, worst);
+    CHECK(f < 1e-4);
+  }
+}
+
+// ---- results independent of the thread count ----------------------------------------------
+
+TEMPLATE_TEST_CASE("backward results do not depend on the thread count (bitwise, 1 vs 2 vs 3 threads)",
+                   "[backward][threads]", LINEAR_RULES) {
+  using Rule = TestType;
+  std::mt19937_64 rng(905);
+  // Grouped value heads (dq, dk summed over 3 value heads), several sequences, a packed batch.
+  const auto p = backward_problem<Rule>(rng, {.B = 1, .T = 70, .H = 2, .HV = 6, .K = 8, .V = 5}, gates::mild, true,
+                                        {0, 30, 31, 70});
+  const seeds s = make_seeds(rng, p);
+  for (bform f : {bform::recurrent, bform::chunkwise}) {
+    CAPTURE(name(f));
+    const gradients one = run_backward<Rule, float>(f, p, s, {.chunk = 16, .threads = 1});
+    for (int threads : {2, 3}) {
+      CAPTURE(threads);
+      CHECK(identical(one, run_backward<Rule, float>(f, p, s, {.chunk = 16, .threads = threads})));
+    }
+  }
 }

@@ -12,6 +12,7 @@
 #include "chunk_backward.hpp"
 #include "scheduler.hpp"
 #include "token_backward.hpp"
+#include "vector_chunk_backward.hpp"
 
 namespace linattn::detail {
 
@@ -31,7 +32,7 @@ struct algorithm<Family, form::chunkwise_backward> {
                   const Grads& grads, const backward_options<state_t<T>>& opt, const problem& p) {
     using A = state_t<T>;
     if constexpr (Rule::decay == decay_kind::vector)
-      cpu::run_backward<cpu::token_backward_worker<Rule, T, A>>(in, grad_out, grads, opt, p);  // per-key gates: no chunked worker yet
+      cpu::run_backward<cpu::vector_chunk_backward_worker<Rule, T, A>>(in, grad_out, grads, opt, p);
     else
       cpu::run_backward<cpu::chunk_backward_worker<Rule, T, A>>(in, grad_out, grads, opt, p);
   }
