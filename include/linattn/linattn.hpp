@@ -4,6 +4,7 @@
 /// (The CUDA backend lives in <linattn/cuda.cuh> and is never included from here.)
 #pragma once
 
+#include "core/backward.hpp"
 #include "core/config.hpp"
 #include "core/version.hpp"
 #include "core/error.hpp"
@@ -11,9 +12,11 @@
 #include "core/options.hpp"
 #include "core/tensor_view.hpp"
 #include "forms/chunkwise.hpp"
+#include "forms/chunkwise_backward.hpp"
 #include "forms/decode.hpp"
 #include "forms/parallel.hpp"
 #include "forms/recurrent.hpp"
+#include "forms/recurrent_backward.hpp"
 #include "rules/hebbian.hpp"
 #include "rules/scalar_decay.hpp"
 #include "rules/vector_decay.hpp"

@@ -20,8 +20,9 @@ struct dims {
 enum class decay { none, scalar, vector };
 
 /// Which update: additive (S += v k^T), delta rule with beta = `beta`, or Longhorn with
-/// beta = delta / (1 + delta ||k||^2) where `beta` holds delta.
-enum class update { additive, delta, longhorn };
+/// beta = delta / (1 + delta ||k||^2) where `beta` holds delta, or NLMS with
+/// beta = 1 / (||k||^2 + eps_k) (`beta` unused).
+enum class update { additive, delta, longhorn, nlms };
 
 /// All inputs of a call in float64. `g` follows `decay`; `beta` ([B, T, HV]) is used by the
 /// delta-rule updates; `s0` is empty (zero start) or [N, HV, K, V]; `cu` is empty or the
@@ -31,6 +32,7 @@ struct problem {
   decay kind = decay::none;
   update rule = update::additive;
   double scale = 1.0;
+  double eps_k = 1e-6;  // NLMS
   std::vector<double> q, k, v, g, beta, s0;
   std::vector<std::int64_t> cu;
 
@@ -50,6 +52,7 @@ struct result {
 ///   additive:  S_t = decay_t(S_{t-1}) + v_t k_t^T
 ///   delta:     S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T
 ///   longhorn:  the delta update with beta_t = delta_t / (1 + delta_t ||k_t||^2)
+///   nlms:      the delta update with beta_t = 1 / (||k_t||^2 + eps_k)
 /// and o_t = S_t (scale q_t).
 inline result run(const problem& p) {
   const dims& d = p.d;
@@ -76,12 +79,11 @@ inline result run(const problem& p) {
           }
         double beta = 1.0;  // additive: plain write of v k^T
         if (p.rule != update::additive) {
-          beta = p.beta[p.tok_at(b, t, hv)];
-          if (p.rule == update::longhorn) {
-            double kk = 0;
-            for (int i = 0; i < d.K; ++i) kk += p.k[p.qk_at(b, t, h, i)] * p.k[p.qk_at(b, t, h, i)];
-            beta = beta / (1.0 + beta * kk);
-          }
+          double kk = 0;
+          for (int i = 0; i < d.K; ++i) kk += p.k[p.qk_at(b, t, h, i)] * p.k[p.qk_at(b, t, h, i)];
+          if (p.rule == update::nlms) beta = 1.0 / (kk + p.eps_k);
+          else beta = p.beta[p.tok_at(b, t, hv)];
+          if (p.rule == update::longhorn) beta = beta / (1.0 + beta * kk);
         }
         for (int j = 0; j < d.V; ++j) {
           double sk = 0;  // (S k)_j, zero for the additive write

@@ -5,6 +5,7 @@
 ///
 ///   algorithm<typename Rule::family, form::chunkwise>::run<Rule>(in, out, opt, problem);
 ///   algorithm<typename Rule::family, form::decode>::run<Rule>(in, out, state, opt, problem);
+///   algorithm<typename Rule::family, form::recurrent_backward>::run<Rule>(in, grad_out, grads, opt, problem);
 ///
 /// Each backend's family folder (cpu/linear/, cpu/ttt/, cpu/rls/, cpu/softmax/) specialises the
 /// table for what it implements; a cell nobody specialised fails to compile with the message
@@ -48,6 +49,20 @@ struct algorithm<Family, form::decode> {
   static_assert(always_false<Family>,
                 "linattn::decode_step: no decode algorithm exists for this rule's transition family "
                 "(Rule::family)");
+};
+
+template <class Family>
+struct algorithm<Family, form::recurrent_backward> {
+  static_assert(always_false<Family>,
+                "linattn::recurrent_backward: no recurrent backward algorithm exists for this rule's transition "
+                "family (Rule::family)");
+};
+
+template <class Family>
+struct algorithm<Family, form::chunkwise_backward> {
+  static_assert(always_false<Family>,
+                "linattn::chunkwise_backward: no chunkwise backward algorithm exists for this rule's transition "
+                "family (Rule::family)");
 };
 
 }  // namespace linattn::detail

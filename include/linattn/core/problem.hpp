@@ -11,7 +11,7 @@
 namespace linattn::detail {
 
 /// Which driver a call goes to; used for messages and form-specific checks.
-enum class form { recurrent, parallel, chunkwise, decode };
+enum class form { recurrent, parallel, chunkwise, decode, recurrent_backward, chunkwise_backward };
 
 inline const char* form_name(form f) {
   switch (f) {
@@ -19,6 +19,8 @@ inline const char* form_name(form f) {
     case form::parallel: return "parallel_forward";
     case form::chunkwise: return "chunkwise_forward";
     case form::decode: return "decode_step";
+    case form::recurrent_backward: return "recurrent_backward";
+    case form::chunkwise_backward: return "chunkwise_backward";
   }
   return "?";
 }

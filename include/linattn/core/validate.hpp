@@ -73,6 +73,30 @@ class call_checker {
     return p_;
   }
 
+  /// The backward pass (core/validate_backward.hpp): `grad_out` `[B, T, HV, V]` is an input
+  /// in place of out; `outputs(*this)` checks and registers the gradient views (expect,
+  /// extra_input, extra_output) once the sizes are known. Both backward forms take
+  /// options::chunk_size (the recurrent one checkpoints its state every chunk) and write no
+  /// forward state (options::final_state must be unset).
+  template <class Outputs>
+  problem check_backward(const tensor_view<const T, 4>& grad_out, Outputs&& outputs) {
+    check_qkv();
+    if constexpr (requires { Rule::check_inputs(in_, *this); }) Rule::check_inputs(in_, *this);
+    expect("grad_out", grad_out, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]");
+    extra_input("grad_out", grad_out);
+    if (opt_.chunk_size < 1 || opt_.chunk_size > max_chunk_size)
+      fail("options.chunk_size", "is " + std::to_string(opt_.chunk_size) + ", expected 1.." + std::to_string(max_chunk_size));
+    if (opt_.final_state.given())
+      fail("options.final_state", "is set, expected none: the backward pass writes gradients only (options.grad_initial_state)");
+    check_options();
+    check_states();
+    outputs(*this);
+    if constexpr (requires { Rule::check_call(in_, *this); }) Rule::check_call(in_, *this);
+    check_memory();
+    if (opt_.check_finite) scan_inputs(nullptr);
+    return p_;
+  }
+
   // ---- hooks for Rule::check_inputs ----------------------------------------------------
 
   /// A per-token scalar input of shape [B, T, HV] (g, beta, delta, eta, ...).

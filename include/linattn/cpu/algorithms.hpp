@@ -5,6 +5,7 @@
 #pragma once
 
 #include "linear/algorithms.hpp"
+#include "linear/backward/algorithms.hpp"
 #include "rls/algorithms.hpp"
 #include "softmax/algorithms.hpp"
 #include "ttt/algorithms.hpp"

@@ -4,6 +4,7 @@
 ///   S_t = exp(g_t) S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
 #pragma once
 
+#include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
 
@@ -37,6 +38,30 @@ struct GatedDelta {
   template <class T, class A>
   LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A /*key_sqnorm*/) {
     return static_cast<A>(in.beta(b, t, hv));
+  }
+  /// Gradients (backward forms): outputs of the shapes of q, k, v, g and beta.
+  template <class T>
+  struct gradients {
+    tensor_view<T, 4> dq;  // [B, T, H, K]
+    tensor_view<T, 4> dk;  // [B, T, H, K]
+    tensor_view<T, 4> dv;  // [B, T, HV, V]
+    tensor_view<T, 3> dg;     // [B, T, HV] dL/d(log gate)
+    tensor_view<T, 3> dbeta;  // [B, T, HV]
+  };
+  template <class T, class Check>
+  static void check_gradients(const gradients<T>& g, Check& c) {
+    c.per_token("dg", g.dg);
+    c.per_token("dbeta", g.dbeta);
+  }
+  /// d beta / d beta = 1; beta does not depend on the key.
+  template <class T, class A>
+  LINATTN_HOST_DEVICE static beta_partials<A> beta_derivatives(const inputs<T>&, index_t, index_t, index_t, A) {
+    return {A(1), A(0)};
+  }
+  /// Where dL/d beta goes.
+  template <class T>
+  static tensor_view<T, 3> beta_gradient(const gradients<T>& g) {
+    return g.dbeta;
   }
 };
 

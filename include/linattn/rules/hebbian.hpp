@@ -4,6 +4,7 @@
 /// S_t = S_{t-1} + v_t k_t^T, o_t = S_t q_t.
 #pragma once
 
+#include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
 
@@ -24,6 +25,13 @@ struct Hebbian {
   /// Rule-specific inputs beyond q, k, v: none.
   template <class T, class Check>
   static void check_inputs(const inputs<T>&, Check&) {}
+  /// Gradients (backward forms): outputs of the shapes of q, k, v.
+  template <class T>
+  struct gradients {
+    tensor_view<T, 4> dq;  // [B, T, H, K]
+    tensor_view<T, 4> dk;  // [B, T, H, K]
+    tensor_view<T, 4> dv;  // [B, T, HV, V]
+  };
 };
 
 }  // namespace linattn

@@ -7,6 +7,7 @@
 /// another rule.)
 #pragma once
 
+#include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
 
@@ -35,6 +36,31 @@ struct Longhorn {
   LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A key_sqnorm) {
     const A d = static_cast<A>(in.delta(b, t, hv));
     return d / (A(1) + d * key_sqnorm);
+  }
+  /// Gradients (backward forms): outputs of the shapes of q, k, v and delta.
+  template <class T>
+  struct gradients {
+    tensor_view<T, 4> dq;  // [B, T, H, K]
+    tensor_view<T, 4> dk;  // [B, T, H, K]
+    tensor_view<T, 4> dv;  // [B, T, HV, V]
+    tensor_view<T, 3> ddelta;  // [B, T, HV]
+  };
+  template <class T, class Check>
+  static void check_gradients(const gradients<T>& g, Check& c) {
+    c.per_token("ddelta", g.ddelta);
+  }
+  /// d beta / d delta = 1 / (1 + delta ||k||^2)^2 and d beta / d ||k||^2 = -beta^2: the
+  /// gradient flows into k through beta.
+  template <class T, class A>
+  LINATTN_HOST_DEVICE static beta_partials<A> beta_derivatives(const inputs<T>& in, index_t b, index_t t, index_t hv,
+                                                             A key_sqnorm) {
+    const A d = static_cast<A>(in.delta(b, t, hv));
+    const A den = A(1) / (A(1) + d * key_sqnorm), beta = d * den;
+    return {den * den, -beta * beta};
+  }
+  template <class T>
+  static tensor_view<T, 3> beta_gradient(const gradients<T>& g) {
+    return g.ddelta;
   }
 };
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 
+#include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
 
@@ -40,6 +41,24 @@ struct NLMS {
   template <class T, class A>
   LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t, index_t, index_t, A key_sqnorm) {
     return A(1) / (key_sqnorm + static_cast<A>(in.eps_k));
+  }
+  /// Gradients (backward forms): outputs of the shapes of q, k, v (eps_k is a number: no gradient).
+  template <class T>
+  struct gradients {
+    tensor_view<T, 4> dq;  // [B, T, H, K]
+    tensor_view<T, 4> dk;  // [B, T, H, K]
+    tensor_view<T, 4> dv;  // [B, T, HV, V]
+  };
+  /// beta = 1 / (||k||^2 + eps_k): d beta / d ||k||^2 = -beta^2 (the gradient flows into k).
+  template <class T, class A>
+  LINATTN_HOST_DEVICE static beta_partials<A> beta_derivatives(const inputs<T>& in, index_t, index_t, index_t, A key_sqnorm) {
+    const A beta = A(1) / (key_sqnorm + static_cast<A>(in.eps_k));
+    return {A(0), -beta * beta};
+  }
+  /// beta has no input view.
+  template <class T>
+  static tensor_view<T, 3> beta_gradient(const gradients<T>&) {
+    return {};
   }
 };
 

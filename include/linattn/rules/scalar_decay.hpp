@@ -4,6 +4,7 @@
 /// S_t = exp(g_t) S_{t-1} + v_t k_t^T. A constant per-head gate is a stride-0 view of g.
 #pragma once
 
+#include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
 
@@ -31,6 +32,18 @@ struct ScalarDecay {
   template <class T>
   LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
     return in.g(b, t, hv);
+  }
+  /// Gradients (backward forms): outputs of the shapes of q, k, v and g.
+  template <class T>
+  struct gradients {
+    tensor_view<T, 4> dq;  // [B, T, H, K]
+    tensor_view<T, 4> dk;  // [B, T, H, K]
+    tensor_view<T, 4> dv;  // [B, T, HV, V]
+    tensor_view<T, 3> dg;  // [B, T, HV] dL/d(log gate)
+  };
+  template <class T, class Check>
+  static void check_gradients(const gradients<T>& g, Check& c) {
+    c.per_token("dg", g.dg);
   }
 };
 

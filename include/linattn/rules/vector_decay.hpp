@@ -4,6 +4,7 @@
 /// S_t = S_{t-1} diag(exp(g_t)) + v_t k_t^T.
 #pragma once
 
+#include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
 
@@ -32,6 +33,18 @@ struct VectorDecay {
   LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv,
                                         index_t d) {
     return in.g(b, t, hv, d);
+  }
+  /// Gradients (backward forms): outputs of the shapes of q, k, v and g.
+  template <class T>
+  struct gradients {
+    tensor_view<T, 4> dq;  // [B, T, H, K]
+    tensor_view<T, 4> dk;  // [B, T, H, K]
+    tensor_view<T, 4> dv;  // [B, T, HV, V]
+    tensor_view<T, 4> dg;  // [B, T, HV, K] dL/d(log gate)
+  };
+  template <class T, class Check>
+  static void check_gradients(const gradients<T>& g, Check& c) {
+    c.per_key("dg", g.dg);
   }
 };
 

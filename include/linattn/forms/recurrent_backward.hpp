@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// `recurrent_backward<Rule>`: the gradients of recurrent_forward by the definition: the recurrence
+/// run backwards token by token, the state checkpointed every options::chunk_size tokens and
+/// recomputed inside each chunk (docs/backward.md).
+#pragma once
+
+#include <type_traits>
+
+#include "../core/backward.hpp"
+#include "../core/dispatch.hpp"
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+#include "../core/validate_backward.hpp"
+#include "../cpu/algorithms.hpp"
+
+namespace linattn {
+
+/// Writes the gradients of L = <grad_out, out> + <grad_final_state, final state> with respect
+/// to every input of the rule (grads: dq, dk `[B, T, H, K]`, dv `[B, T, HV, V]`, and dg,
+/// dbeta or ddelta as the rule has them; all required) and, when
+/// options::grad_initial_state is given, to the initial state. `grad_out` is `[B, T, HV, V]`;
+/// the inputs and options are those of the forward call (options::final_state unset). With
+/// grouped value heads, dq and dk of a q/k head are summed over its value heads.
+/// Throws linattn::error, before writing anything, when an argument is invalid.
+template <rule Rule, class G>
+void recurrent_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
+                        tensor_view<G, 4> grad_out,
+                        const std::type_identity_t<gradients_t<Rule, std::remove_const_t<G>>>& grads,
+                        const backward_options<state_t<std::remove_const_t<G>>>& opt = {}) {
+  using T = std::remove_const_t<G>;
+  static_assert(has_gradients<Rule>, "linattn::recurrent_backward: this rule has no backward pass (no Rule::gradients<T>)");
+  if constexpr (detail::meets_contract<Rule> && has_gradients<Rule>) {
+    const tensor_view<const T, 4> dout = grad_out;
+    const detail::problem p = detail::validate_backward<Rule>(detail::form::recurrent_backward, in, dout, grads, opt);
+    detail::algorithm<typename Rule::family, detail::form::recurrent_backward>::template run<Rule>(in, dout, grads, opt, p);
+  }
+}
+
+}  // namespace linattn
