@@ -12,6 +12,7 @@
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
 #include "host/call_setup.cuh"
+#include "host/plan.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/token_recurrence.cuh"
 #include "tile/dims.cuh"
@@ -20,13 +21,15 @@ namespace linattn::cuda {
 
 namespace detail {
 
+/// Plans the call, takes its workspace and launches the token kernel.
 template <class Rule, class E>
-void launch_tokens(const token_args<Rule, E>& args, const problem& p, cudaStream_t stream) {
+void run_tokens(token_args<Rule, E> args, const problem& p, cudaStream_t stream) {
+  const token_plan plan(p);
+  scratch ws(plan.workspace.bytes, stream);
+  plan.bind(args, ws, stream);
   if (p.N == 0) return;
   with_dims(p.K, p.V, [&](auto k, auto) {
-    constexpr int K = decltype(k)::value;
-    token_kernel<Rule, E, K><<<dim3(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)), 32 * token_block_warps, 0,
-                               stream>>>(args);
+    token_kernel<Rule, E, decltype(k)::value><<<plan.grid, 32 * token_block_warps, 0, stream>>>(args);
     check_launch("token_kernel");
   });
 }
@@ -42,12 +45,7 @@ void recurrent_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::recurrent, in, out, opt, nullptr, cu);
-  detail::token_args<Rule, E> args(in, out, opt.initial_state, opt.final_state, p);
-  std::vector<detail::span> seqs;
-  if (p.cu.given()) seqs = detail::sequences(p);
-  detail::scratch ws(detail::scratch::round(seqs.size() * sizeof(detail::span)), stream);
-  args.seqs = detail::upload(ws, seqs, stream);
-  detail::launch_tokens(args, p, stream);
+  detail::run_tokens(detail::token_args<Rule, E>(in, out, opt.initial_state, opt.final_state, p), p, stream);
 }
 
 /// One step per sequence on device memory: inputs `[B, T, ...]` (usually T = 1), out
@@ -61,8 +59,7 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::decode, in, out, opt, &state, cu);
-  const detail::token_args<Rule, E> args(in, out, state, state, p);
-  detail::launch_tokens(args, p, stream);
+  detail::run_tokens(detail::token_args<Rule, E>(in, out, state, state, p), p, stream);
 }
 
 }  // namespace linattn::cuda

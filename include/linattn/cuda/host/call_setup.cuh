@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Host side of every CUDA call: the CPU API's validation (same messages, nothing written on
-/// failure), the checks only the device path needs (device memory, supported sizes), and a
-/// stream-ordered scratch allocation.
+/// failure) and the checks only the device path needs (device memory, supported sizes). The
+/// one place that calls linattn::detail::call_checker.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,9 +15,8 @@
 #include "../../core/options.hpp"
 #include "../../core/problem.hpp"
 #include "../../core/validate.hpp"
-#include "../kernels/spans.cuh"
+#include "../kernels/call_args.cuh"
 #include "status.cuh"
-#include "workspace_pool.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -106,42 +105,6 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   device_view("options.initial_state", opt.initial_state.data());
   device_view("options.final_state", opt.final_state.data());
   return p;
-}
-
-/// Device scratch from the library's pool (workspace_pool.cuh), freed (stream-ordered) at
-/// scope exit.
-class scratch {
- public:
-  scratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes) check(cudaMallocFromPoolAsync(&ptr_, bytes, workspace_pool(), stream), "cudaMallocFromPoolAsync(workspace)");
-  }
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
-  ~scratch() {
-    if (ptr_) cudaFreeAsync(ptr_, stream_);
-  }
-  /// Carves `count` elements of U, 256-byte aligned.
-  template <class U>
-  U* take(std::size_t count) {
-    U* p = reinterpret_cast<U*>(static_cast<unsigned char*>(ptr_) + used_);
-    used_ += (count * sizeof(U) + 255) / 256 * 256;
-    return p;
-  }
-  static std::size_t round(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t used_ = 0;
-  cudaStream_t stream_;
-};
-
-/// Uploads a table of spans into scratch (stream-ordered; the host vector may die after).
-inline const span* upload(scratch& ws, const std::vector<span>& table, cudaStream_t stream) {
-  if (table.empty()) return nullptr;
-  span* d = ws.take<span>(table.size());
-  check(cudaMemcpyAsync(d, table.data(), table.size() * sizeof(span), cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync(sequence table)");
-  return d;
 }
 
 }  // namespace linattn::cuda::detail

@@ -2,14 +2,23 @@
 /// \file
 /// What every CUDA kernel of a call needs: the caller's views, the sequences, the resolved
 /// scale and head grouping. The chunkwise kernels add their workspace to it (chunk_args.cuh).
+/// Sequences and chunks are `span`s of tables the host builds (host/plan.cuh).
 #pragma once
 
 #include "../../core/options.hpp"
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
-#include "spans.cuh"
 
 namespace linattn::cuda::detail {
+
+/// Chunk length of the CUDA chunkwise form.
+inline constexpr int chunk = 64;
+
+/// One sequence, or one chunk of a sequence: batch row, first token, length, and for a
+/// sequence the index of its first chunk in the call's chunk table (0 for a chunk).
+struct span {
+  int b, start, length, first_chunk;
+};
 
 template <class Rule, class T>
 struct call_args {

@@ -8,7 +8,6 @@
 #include "../../core/tensor_view.hpp"
 #include "../tile/async_copy.cuh"
 #include "call_args.cuh"
-#include "spans.cuh"
 
 namespace linattn::cuda::detail {
 

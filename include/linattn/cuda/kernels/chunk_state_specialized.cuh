@@ -33,7 +33,7 @@ namespace linattn::cuda::detail {
 
 /// The state warps' tiles of one chunk (two buffers), delta family. W, K (and the output warps'
 /// Q and scores) come as one bulk copy per tile from the workspace, head-major with rows padded
-/// as here (chunkwise.cuh).
+/// as here (host/plan.cuh).
 template <class T, int K, int BV, bool Corrects>
 struct alignas(16) chunk_state_specialized_tiles {
   static constexpr int ldk = K + 8, ldv = BV + 8;  // 16-byte rows, off one bank
@@ -85,7 +85,7 @@ struct chunk_state_specialized_storage {
   std::uint64_t out_arrived[2];                    // [2]  mbarriers: Q, score bytes in out_buffer[i]
 
   static_assert(sizeof(tiles) % 128 == 0 && sizeof(output_tiles) % 128 == 0, "buffers on 128-byte boundaries");
-  static_assert(ldk == K + pad<T> && lds == chunk + pad<T>, "tile rows as in the workspace (chunkwise.cuh)");
+  static_assert(ldk == K + pad<T> && lds == chunk + pad<T>, "tile rows as in the workspace (host/plan.cuh)");
 };
 
 /// Named barriers: 1 of the state warps, 2 of the output warps, 3 of all.

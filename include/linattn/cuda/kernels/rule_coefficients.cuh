@@ -5,15 +5,31 @@
 /// rule's own LINATTN_HOST_DEVICE functions, the same ones the CPU uses.
 #pragma once
 
-#include <type_traits>
-
 #include "../../core/family.hpp"
 #include "../tile/scalar.cuh"
 
 namespace linattn::cuda::detail {
 
+/// What the kernels do per transition family: the delta (Householder) family corrects the
+/// values by the state's prediction (U~ = U - W H), the additive family writes them as they
+/// are. Only families with CUDA kernels specialise it; any other fails here, readably.
+template <class Family>
+struct cuda_family {
+  static_assert(linattn::detail::always_false<Family>,
+                "linattn::cuda: no CUDA kernel exists for this rule's transition family (Rule::family)");
+  static constexpr bool corrects = false;  // (no follow-on errors)
+};
+template <>
+struct cuda_family<additive_family> {
+  static constexpr bool corrects = false;
+};
+template <>
+struct cuda_family<householder_family> {
+  static constexpr bool corrects = true;
+};
+
 template <class Rule>
-inline constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
+inline constexpr bool corrects = cuda_family<typename Rule::family>::corrects;
 
 template <class Rule, class T>
 __device__ inline float log_gate(const typename Rule::template inputs<T>& in, index_t b, index_t t, index_t hv) {

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The plan of a call, built once on the host before anything is queued: the sequence and
+/// chunk tables of a packed batch, which kernels run on which grids, and the typed layout of
+/// the call's workspace. The entry points validate (call_setup.cuh), build the plan, take the
+/// workspace it asks for, bind the kernel arguments to it and launch from it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "../../core/problem.hpp"
+#include "../../core/tensor_view.hpp"
+#include "../kernels/chunk_args.cuh"
+#include "../tile/load_store.cuh"
+#include "status.cuh"
+#include "workspace_pool.cuh"
+
+namespace linattn::cuda::detail {
+
+using linattn::detail::problem;
+
+/// Sequence n of a validated problem (batch rows, or the packed segments of cu_seqlens).
+inline std::vector<span> sequence_table(const problem& p) {
+  std::vector<span> out;
+  int first = 0;
+  for (index_t n = 0; n < p.N; ++n) {
+    out.push_back({int(p.batch(n)), int(p.start(n)), int(p.length(n)), first});
+    first += int((p.length(n) + chunk - 1) / chunk);
+  }
+  return out;
+}
+
+/// Every chunk of every sequence (empty sequences have none).
+inline std::vector<span> chunk_table(const std::vector<span>& seqs) {
+  std::vector<span> out;
+  for (const span& s : seqs)
+    for (int t = s.start; t < s.start + s.length; t += chunk)
+      out.push_back({s.b, t, s.length - (t - s.start) < chunk ? s.length - (t - s.start) : chunk, 0});
+  return out;
+}
+
+/// Multiprocessors of the current device.
+inline int multiprocessors() {
+  int device = 0, count = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  return count;
+}
+
+/// The state pass of a chunkwise call (kernels/chunk_state_*.cuh), chosen per call from the
+/// input type and the shape (chunkwise_kernels<E>::state_pass_for, chunkwise.cuh).
+enum class state_pass {
+  wmma_16, wmma_32,               // fp32: H in shared memory, 3xTF32 WMMA; 16 or 32 value columns per block
+  mma_split,                      // 16-bit: H in registers, output in the same warps; 4 groups of 2 warps
+  mma_wide,                       //   ... or one-warp groups over all value columns
+  specialized_16, specialized_32  // 16-bit, few sequences x heads: state and output warps; 16 or 32 columns
+};
+
+/// Value columns per block of a state pass (its kernel's BV).
+constexpr index_t state_columns(state_pass s, index_t V) {
+  switch (s) {
+    case state_pass::wmma_16:
+    case state_pass::specialized_16: return 16;
+    case state_pass::wmma_32:
+    case state_pass::specialized_32: return 32;
+    case state_pass::mma_split: return 64;
+    default: return V;
+  }
+}
+
+/// The plan of a chunkwise call with inputs of type E.
+template <class E>
+struct chunkwise_plan {
+  std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
+  std::size_t n_chunks = 0;        // chunks of the call
+  state_pass state;
+  // For the warp-specialised state pass, W, the scores and copies of K and Q are head-major
+  // with padded rows: a chunk's rows of one value head are one block, laid out as that pass's
+  // shared tiles, which it copies whole (tile/bulk_copy.cuh).
+  bool whole_tiles;
+  index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
+  dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
+  struct {
+    workspace_span<span> seqs;          // [N]
+    workspace_span<span> chunks;        // [chunks]
+    workspace_span<E> w;                // [B, T, HV, K]  W = T diag(exp b) K
+    workspace_span<E> u;                // [B, T, HV, V]  U = T V
+    workspace_span<E> scores;           // [B, T, HV, C]  scale (Q K^T ⊙ Gam), causal
+    workspace_span<E> keys, queries;    // [B, T, HV, K]  copies of K and Q (whole_tiles only)
+    workspace_span<float> gate_cumsum;  // [chunks, HV, C]  b
+    std::size_t bytes = 0;
+  } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
+
+  chunkwise_plan(const problem& p, state_pass s)
+      : state(s), whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
+    if (p.cu.given()) {
+      seqs = sequence_table(p);
+      chunks = chunk_table(seqs);
+    }
+    n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + chunk - 1) / chunk));
+    ldw = p.K + (whole_tiles ? pad<E> : 0);
+    lds = chunk + (whole_tiles ? pad<E> : 0);
+    local_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
+    state_grid = dim3(unsigned(p.V / state_columns(s, p.V)), unsigned(p.HV), unsigned(p.N));
+    const std::size_t tokens = std::size_t(p.B * p.T * p.HV);
+    workspace_layout ws;
+    workspace.seqs = ws.take<span>(seqs.size());
+    workspace.chunks = ws.take<span>(chunks.size());
+    workspace.w = ws.take<E>(tokens * ldw);
+    workspace.u = ws.take<E>(tokens * p.V);
+    workspace.scores = ws.take<E>(tokens * lds);
+    if (whole_tiles) {
+      workspace.keys = ws.take<E>(tokens * ldw);
+      workspace.queries = ws.take<E>(tokens * ldw);
+    }
+    workspace.gate_cumsum = ws.take<float>(n_chunks * p.HV * chunk);
+    workspace.bytes = ws.bytes;
+  }
+
+  /// Points the kernel arguments at the workspace `ws` and uploads the tables (stream-ordered).
+  template <class Rule>
+  void bind(chunk_args<Rule, E>& args, const scratch& ws, const problem& p, cudaStream_t stream) const {
+    const auto rows = [&](workspace_span<E> at, index_t width, index_t ld) {
+      if (!whole_tiles) return view(ws.at(at), p.B, p.T, p.HV, width);
+      return tensor_view<E, 4>(ws.at(at), {p.B, p.T, p.HV, width}, {p.HV * p.T * ld, ld, p.T * ld, 1});
+    };
+    args.seqs = upload(ws, workspace.seqs, seqs, stream);
+    args.chunks = upload(ws, workspace.chunks, chunks, stream);
+    args.w = rows(workspace.w, p.K, ldw);
+    args.u = view(ws.at(workspace.u), p.B, p.T, p.HV, p.V);
+    args.scores = rows(workspace.scores, index_t(chunk), lds);
+    if (whole_tiles) {
+      args.keys = rows(workspace.keys, p.K, ldw);
+      args.queries = rows(workspace.queries, p.K, ldw);
+    }
+    args.gate_cumsum = view(ws.at(workspace.gate_cumsum), index_t(n_chunks), p.HV, index_t(chunk));
+  }
+};
+
+/// The plan of a recurrent or decode call: the sequence table of a packed batch and the token
+/// kernel's grid, one block per (sequence, value head, 32 value columns).
+struct token_plan {
+  std::vector<span> seqs;  // host table of a packed batch (empty otherwise)
+  dim3 grid;               // (N, HV, V / 32)
+  struct {
+    workspace_span<span> seqs;  // [N]
+    std::size_t bytes = 0;
+  } workspace;
+
+  explicit token_plan(const problem& p) : grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
+    if (p.cu.given()) seqs = sequence_table(p);
+    workspace_layout ws;
+    workspace.seqs = ws.take<span>(seqs.size());
+    workspace.bytes = ws.bytes;
+  }
+
+  template <class Rule, class E>
+  void bind(call_args<Rule, E>& args, const scratch& ws, cudaStream_t stream) const {
+    args.seqs = upload(ws, workspace.seqs, seqs, stream);
+  }
+};
+
+}  // namespace linattn::cuda::detail
