@@ -28,9 +28,11 @@
 /// so strong gates give small gradients with small absolute errors (no cancellation of O(1)
 /// terms, as a reverse cumsum of q . dq - v . dv over the sequence would have).
 ///
-/// Two passes per (sequence, value head): the chunk-start states forward (ceil(L / C) states
-/// of K x V kept), then the chunks in reverse, each recomputing its chunk-local matrices and
-/// U from its start state.
+/// Two passes per (sequence, value head): the state pass forward keeps every chunk-start state
+/// (ceil(L / C) states of K x V) and, for the Householder rules, each chunk's U, X ([C, V]) and
+/// M, K K^T ⊙ D ([C, C]); the chunks then go in reverse, reloading q, k, dO and the gates.
+/// Memory per thread slot: ceil(L / C) K V (+ L (2 V + 2 C) for the Householder rules) values
+/// of the state type. Every block product goes through products.hpp.
 #pragma once
 
 #include <algorithm>
@@ -44,8 +46,10 @@
 #include "../../../core/tensor_view.hpp"
 #include "../../io/token_io.hpp"
 #include "../../linalg/eigen_types.hpp"
+#include "../../linalg/transpose.hpp"
 #include "../../linalg/unit_lower_solve.hpp"
 #include "gradient_io.hpp"
+#include "products.hpp"
 
 namespace linattn::cpu {
 
@@ -58,14 +62,12 @@ class chunk_backward_worker {
   static_assert(Rule::decay != decay_kind::vector, "chunk_backward_worker: per-key gates have their own worker");
 
   chunk_backward_worker(index_t C, index_t K, index_t V)
-      : C_(C), Q_(C, K), K_(C, K), V_(C, V), U_(C, V), X_(C, V), dU_(C, V), R_(2 * C, V), W_(2 * C, K), L_(2 * C, K),
-        dQ_(C, K), dK_(C, K), dKs_(C, K), D_(C, C), P_(C, C), dP_(C, C), Z_(C, C), b_(C), gam_(C), e_(C),
-        dg_(C), H_(K, V), dH_(K, V) {
-    if constexpr (corrects) {
-      Gd_.resize(C, C), M_.resize(C, C), T_.resize(C, C), dA_.resize(C, C);
-      beta_.resize(C), sq_.resize(C), dbeta_.resize(C), dY_.resize(C, V);
-    }
-    if constexpr (!gated) D_.setOnes(), gam_.setOnes(), e_.setOnes();
+      : C_(C), Q_(C, K), K_(C, K), Kt_(K, C), V_(C, V), Ut_(V, C), R_(2 * C, V), W_(2 * C, K), L_(2 * C, K),
+        dU_(C, V), dY_(C, V), dK_(C, K), D_(C, C), P_(C, C), dP_(C, C), Z_(C, C), dA_(C, C), T_(C, C), M_(C, C),
+        b_(C), gam_(C), e_(C), alpha_(2 * C), dg_(C), w_(C), beta_(C), sq_(C), dbeta_(C), H_(K, V), dH_(K, V),
+        H0t_(V, K), dHt_(V, K) {
+    D_.setOnes(), gam_.setOnes(), e_.setOnes();
+    alpha_.head(C).setOnes(), alpha_.tail(C).setConstant(A(-1));
   }
 
   template <class Grads>
@@ -74,37 +76,46 @@ class chunk_backward_worker {
     const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq), C = C_;
     const index_t chunks = (len + C - 1) / C;
     const A scale = static_cast<A>(p.scale);
-    if (starts_.size() < static_cast<std::size_t>(chunks))
-      starts_.resize(static_cast<std::size_t>(chunks), mat<A>(H_.rows(), H_.cols()));
-    // Pass 1: the state at the start of every chunk.
+    reserve(chunks, len);
+    // Pass 1: the state at the start of every chunk (and the Householder rules' U, X, M, G).
     load_state(opt.initial_state, seq, hv, H_);
     for (index_t c = 0; c < chunks; ++c) {
-      const index_t n = std::min(C, len - c * C);
+      const index_t c0 = c * C, n = std::min(C, len - c0);
       starts_[std::size_t(c)] = H_;
-      load(in, dout, b, t0 + c * C, n, hq, hv, scale, false);
-      if constexpr (corrects) corrections(H_, n);
-      advance(H_, n);
+      load(in, dout, b, t0 + c0, n, hq, hv, scale, false);
+      if constexpr (corrects) corrections(H_, c0, n);
+      advance(H_, c0, n);
     }
     // Pass 2: the chunks in reverse.
     load_state(opt.grad_final_state, seq, hv, dH_);
     for (index_t c = chunks - 1; c >= 0; --c) {
-      const index_t n = std::min(C, len - c * C);
-      const mat<A>& H0 = starts_[std::size_t(c)];
-      load(in, dout, b, t0 + c * C, n, hq, hv, scale, true);
-      if constexpr (corrects) corrections(H0, n);
-      backward(H0, n);
-      store(in, gr, b, t0 + c * C, n, hq, hv, scale, add);
+      const index_t c0 = c * C, n = std::min(C, len - c0);
+      load(in, dout, b, t0 + c0, n, hq, hv, scale, true);
+      backward(starts_[std::size_t(c)], c0, n);
+      store(in, gr, b, t0 + c0, n, hq, hv, scale, add);
     }
     store_state(opt.grad_initial_state, seq, hv, dH_);
   }
 
  private:
-  /// The chunk's keys, values and gates (and with `full` its queries and output gradients);
-  /// the Householder rules' A, M = (I + A)^-1 and T = M diag(beta).
+  void reserve(index_t chunks, index_t len) {
+    if (starts_.size() < static_cast<std::size_t>(chunks))
+      starts_.resize(static_cast<std::size_t>(chunks), mat<A>(H_.rows(), H_.cols()));
+    if constexpr (corrects)
+      if (Us_.rows() < len) {
+        const index_t rows = std::max(len, Us_.rows() * 2);
+        Us_.resize(rows, V_.cols()), Xs_.resize(rows, V_.cols());
+        Ms_.resize(rows, C_), Gs_.resize(rows, C_);
+      }
+  }
+
+  /// The chunk's keys (and K^T), gates and steps; with `full` its queries and dO, else its
+  /// values (pass 1, and the additive rules' U = V in pass 2).
   void load(const inputs_t& in, const tensor_view<const T, 4>& dout, index_t b, index_t t0, index_t n, index_t hq,
             index_t hv, A scale, bool full) {
     load_rows(in.k, b, t0, hq, n, K_, A(1));
-    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    transpose_into(Kt_.leftCols(n), K_.topRows(n));
+    if (!full || !corrects) load_rows(in.v, b, t0, hv, n, V_, A(1));
     if (full) {
       load_rows(in.q, b, t0, hq, n, Q_, scale);
       load_rows(dout, b, t0, hv, n, R_, A(1));  // dO: the top rows of R = [dO; dX]
@@ -114,119 +125,133 @@ class chunk_backward_worker {
       for (index_t r = 0; r < n; ++r) b_(r) = run += static_cast<A>(Rule::log_gate(in, b, t0 + r, hv));
       gam_.head(n) = b_.head(n).array().exp();
       e_.head(n) = (b_(n - 1) - b_.head(n).array()).exp();
-      for (index_t r = 0; r < n; ++r) {
-        D_.row(r).head(r + 1) = (b_(r) - b_.head(r + 1).array()).exp().transpose();
-        D_.row(r).segment(r + 1, n - r - 1).setZero();
-      }
+      alpha_.head(n) = gam_.head(n), alpha_.segment(n, n) = -gam_.head(n);
+      if (full || corrects)
+        for (index_t r = 0; r < n; ++r) {
+          const index_t w = std::min(n, (r + 16) / 16 * 16);  // whole packets up to the diagonal
+          D_.row(r).head(w) = (b_(r) - b_.head(w).array()).min(A(0)).exp().transpose();
+        }
+    } else {
+      alpha_.head(n).setOnes(), alpha_.segment(n, n).setConstant(A(-1));
     }
-    if constexpr (corrects) {
+    if constexpr (corrects)
       for (index_t r = 0; r < n; ++r) {
         sq_(r) = K_.row(r).squaredNorm();
         beta_(r) = Rule::beta(in, b, t0 + r, hv, sq_(r));
       }
-      auto G = Gd_.topLeftCorner(n, n);
-      G.noalias() = K_.topRows(n) * K_.topRows(n).transpose();
-      G = G.cwiseProduct(D_.topLeftCorner(n, n));
-      G.template triangularView<Eigen::Upper>().setZero();  // strictly lower: K K^T ⊙ D
-      auto M = M_.topLeftCorner(n, n);
-      T_.topLeftCorner(n, n).noalias() = beta_.head(n).asDiagonal() * G;  // A, for the solve
-      M.setIdentity();
-      unit_lower_solve(T_, M, n);                                           // M = (I + A)^-1
-      T_.topLeftCorner(n, n).noalias() = M * beta_.head(n).asDiagonal();   // T = M diag(beta)
-    }
   }
 
-  /// X = V - diag(Gam) K H0 and U = T X (the WY/UT corrections from the chunk-start state).
-  void corrections(const mat<A>& H0, index_t n) {
-    auto X = X_.topRows(n);
-    X.noalias() = K_.topRows(n) * H0;
-    X = V_.topRows(n) - gam_.head(n).asDiagonal() * X;
-    U_.topRows(n).noalias() = T_.topLeftCorner(n, n).template triangularView<Eigen::Lower>() * X;
+  /// Pass 1 of the Householder rules: G = stril(K K^T ⊙ D), M = (I + diag(beta) G)^-1,
+  /// X = V - diag(Gam) K H0, U = M diag(beta) X, kept for pass 2.
+  void corrections(const mat<A>& H0, index_t c0, index_t n) {
+    auto G = Gs_.block(c0, 0, n, n), M = Ms_.block(c0, 0, n, n);
+    product<A>(G, K_.topRows(n), op::none, Kt_.leftCols(n), nullptr, A(0), causal::lower_c, -1);
+    if constexpr (gated) G = G.cwiseProduct(D_.topLeftCorner(n, n));
+    G.template triangularView<Eigen::Upper>().setZero();
+    auto Am = T_.topLeftCorner(n, n);
+    Am = beta_.head(n).asDiagonal() * G;
+    M.setIdentity();
+    unit_lower_solve(Am, M, n);
+    Am = M * beta_.head(n).asDiagonal();  // T = M diag(beta), lower triangular
+    auto X = Xs_.middleRows(c0, n);
+    X = V_.topRows(n);
+    product<A>(X, K_.topRows(n), op::none, H0, alpha_.data() + n, A(1));  // X -= diag(Gam) K H0
+    product<A>(Us_.middleRows(c0, n), Am, op::none, X, nullptr, A(0), causal::lower_a, 0);
   }
 
-  const mat<A>& values() const {
-    if constexpr (corrects) return U_;
-    else return V_;
+  /// The chunk's values: U (Householder, kept by pass 1) or V.
+  auto values(index_t c0, index_t n) const {
+    if constexpr (corrects) return Us_.middleRows(c0, n);
+    else return V_.topRows(n);
   }
 
   /// H <- Gam_n H + (diag(e) K)^T U.
-  void advance(mat<A>& H, index_t n) {
-    if (n == 0) return;
-    if constexpr (gated) H *= gam_(n - 1);
-    dQ_.topRows(n).noalias() = e_.head(n).asDiagonal() * K_.topRows(n);
-    H.noalias() += dQ_.topRows(n).transpose() * values().topRows(n);
+  void advance(mat<A>& H, index_t c0, index_t n) {
+    auto Kf = L_.topRows(n);
+    Kf = e_.head(n).asDiagonal() * K_.topRows(n);
+    product<A>(H, Kf, op::transpose, values(c0, n), nullptr, gated ? gam_(n - 1) : A(1));
   }
 
   /// The chunk's gradients; dH_ (gradient of the chunk-end state) becomes that of H0.
-  void backward(const mat<A>& H0, index_t n) {
-    const auto Q = Q_.topRows(n), K = K_.topRows(n), U = values().topRows(n);
-    const auto dO = R_.topRows(n);
+  void backward(const mat<A>& H0, index_t c0, index_t n) {
+    const auto Q = Q_.topRows(n), K = K_.topRows(n), dO = R_.topRows(n);
+    const auto U = values(c0, n);
     const auto D = D_.topLeftCorner(n, n);
-    auto dU = dU_.topRows(n);
-    auto P = P_.topLeftCorner(n, n), dP = dP_.topLeftCorner(n, n);
-    auto dK = dK_.topRows(n), dKs = dKs_.topRows(n), dQ = dQ_.topRows(n);
+    auto dU = dU_.topRows(n), dK = dK_.topRows(n);
+    auto P = P_.topLeftCorner(n, n), dP = dP_.topLeftCorner(n, n), Z = Z_.topLeftCorner(n, n);
+    const A* e = gated ? e_.data() : nullptr;
+    transpose_into(H0t_, H0);
+    transpose_into(dHt_, dH_);
+    transpose_into(Ut_.leftCols(n), U);
     // State write: dU = diag(e) K dH, dK_state = diag(e) U dH^T.
-    W_.topRows(n).noalias() = e_.head(n).asDiagonal() * K;
-    dU.noalias() = W_.topRows(n) * dH_;
-    dKs.noalias() = U * dH_.transpose();
-    dKs = e_.head(n).asDiagonal() * dKs;
-    // Intra-chunk scores and their gradients.
-    P.noalias() = Q * K.transpose();
-    P = P.cwiseProduct(D);
-    P.template triangularView<Eigen::StrictlyUpper>().setZero();
-    dU.noalias() += P.transpose() * dO;
-    dP.noalias() = dO * U.transpose();
-    dP.template triangularView<Eigen::StrictlyUpper>().setZero();
-    [[maybe_unused]] auto Z = Z_.topLeftCorner(n, n);
-    if constexpr (gated) Z = dP.cwiseProduct(P);
-    dP = dP.cwiseProduct(D);  // dP ⊙ D
-    index_t rows = n;         // rows of R = [dO; dX]
-    if constexpr (corrects) {
-      auto dY = dY_.topRows(n), X = X_.topRows(n);
-      dY.noalias() = M_.topLeftCorner(n, n).template triangularView<Eigen::UnitLower>().transpose() * dU;
-      auto dA = dA_.topLeftCorner(n, n);
-      dA.noalias() = -(dY * U.transpose());
-      dA.template triangularView<Eigen::Upper>().setZero();
-      const auto G = Gd_.topLeftCorner(n, n);
-      for (index_t r = 0; r < n; ++r) dbeta_(r) = dY.row(r).dot(X.row(r)) + dA.row(r).dot(G.row(r));
-      if constexpr (gated) Z += dA.cwiseProduct(beta_.head(n).asDiagonal() * G);  // dA ⊙ A
-      // dG + dG^T with dG = diag(beta) dA ⊙ D (G already holds the D factor: use dA ⊙ D).
-      dA = beta_.head(n).asDiagonal() * dA.cwiseProduct(D);
-      dA += dA.transpose().eval();
-      R_.middleRows(n, n).noalias() = beta_.head(n).asDiagonal() * dY;  // dX
-      rows = 2 * n;
-    }
-    // [dO; dX] H0^T: the inter-chunk query gradient and the keys' part through X.
-    W_.topRows(rows).noalias() = R_.topRows(rows) * H0.transpose();
-    dQ = gam_.head(n).asDiagonal() * W_.topRows(n);
-    for (index_t r = 0; r < n; ++r) dg_(r) = Q.row(r).dot(dQ.row(r));  // the inter-chunk read's gate part
-    dQ.noalias() += dP * K;
-    dK = dKs;
-    dK.noalias() += dP.transpose() * Q;
-    if constexpr (corrects) {
-      auto dKx = W_.middleRows(n, n);
-      dKx = -(gam_.head(n).asDiagonal() * dKx);
-      for (index_t r = 0; r < n; ++r) dg_(r) += K.row(r).dot(dKx.row(r));
-      dK += dKx;
-      dK.noalias() += dA_.topLeftCorner(n, n) * K;
+    product<A>(dU, K, op::none, dH_, e);
+    product<A>(dK, U, op::none, dHt_, e);
+    for (index_t i = 0; i < n; ++i) w_(i) = K.row(i).dot(dK.row(i));
+    // Intra-chunk scores P = Q K^T ⊙ D and dP = dO U^T (causal), Z = dP ⊙ P.
+    product<A>(P, Q, op::none, Kt_.leftCols(n), nullptr, A(0), causal::lower_c, 0);
+    product<A>(dP, dO, op::none, Ut_.leftCols(n), nullptr, A(0), causal::lower_c, 0);
+    for (index_t r = 0; r < n; ++r) {
+      P.row(r).tail(n - r - 1).setZero();
+      dP.row(r).tail(n - r - 1).setZero();
     }
     if constexpr (gated) {
-      // dg_t = sum_{r >= t} dg_(r) + sum_{i < t} (K_i . dKs_i + colZ_i - rowZ_i) + Gam_n <dH, H0>.
+      P = P.cwiseProduct(D);
+      Z = dP.cwiseProduct(P);
+      Z.diagonal().setZero();  // exp(b_r - b_r) = 1 has no gate gradient
+      dP = dP.cwiseProduct(D);
+    }
+    product<A>(dU, P, op::transpose, dO, nullptr, A(1));
+    index_t rows = n;  // rows of R = [dO; dX]
+    if constexpr (corrects) {
+      const auto X = Xs_.middleRows(c0, n), G = Gs_.block(c0, 0, n, n);
+      auto dY = dY_.topRows(n), dA = dA_.topLeftCorner(n, n);
+      product<A>(dY, Ms_.block(c0, 0, n, n), op::transpose, dU);  // M^T dU (M lower: zeros above)
+      transpose_into(Ut_.leftCols(n), U);
+      product<A>(dA, dY, op::none, Ut_.leftCols(n), nullptr, A(0), causal::lower_c, -1);
+      for (index_t r = 0; r < n; ++r) {
+        dA.row(r).head(r) = -dA.row(r).head(r);
+        dA.row(r).tail(n - r).setZero();
+        dbeta_(r) = dY.row(r).dot(X.row(r)) + dA.row(r).head(r).dot(G.row(r).head(r));
+      }
+      if constexpr (gated) Z += dA.cwiseProduct(beta_.head(n).asDiagonal() * G);  // dA ⊙ A
+      // dG + dG^T with dG = diag(beta) (dA ⊙ D): the Gram's gradient, symmetric.
+      if constexpr (gated) dA = beta_.head(n).asDiagonal() * dA.cwiseProduct(D);
+      else dA = beta_.head(n).asDiagonal() * dA;
+      dA += dA.transpose().eval();
+      R_.middleRows(n, n) = beta_.head(n).asDiagonal() * dY;  // dX
+      rows = 2 * n;
+    }
+    // [diag(Gam) dO; -diag(Gam) dX] H0^T: the inter-chunk query gradient dQ and dK_x.
+    auto W = W_.topRows(rows);
+    product<A>(W, R_.topRows(rows), op::none, H0t_, gated || corrects ? alpha_.data() : nullptr);
+    auto dQ = W_.topRows(n);
+    for (index_t r = 0; r < n; ++r) dg_(r) = Q.row(r).dot(dQ.row(r));
+    product<A>(dQ, dP, op::none, K, nullptr, A(1), causal::lower_a, 0);
+    product<A>(dK, dP, op::transpose, Q, nullptr, A(1));
+    if constexpr (corrects) {
+      const auto dKx = W_.middleRows(n, n);
+      for (index_t r = 0; r < n; ++r) dg_(r) += K.row(r).dot(dKx.row(r));
+      dK += dKx;
+      product<A>(dK, dA_.topLeftCorner(n, n), op::none, K, nullptr, A(1));
+    }
+    if constexpr (gated) {
+      // dg_t = sum_{r >= t} dg_(r) + sum_{i < t} (w_i + colZ_i - rowZ_i) + Gam_n <dH, H0>.
       const A end = gam_(n - 1) * dH_.cwiseProduct(H0).sum();
       A suffix = 0;
       for (index_t r = n - 1; r >= 0; --r) dg_(r) = suffix += dg_(r);
-      A prefix = 0;
+      w_.head(n) -= Z.rowwise().sum();
+      w_.head(n) += Z.colwise().sum().transpose();  // Z is strictly lower: no diagonal terms
+      A prefix = end;
       for (index_t t = 0; t < n; ++t) {
-        dg_(t) += prefix + end;
-        prefix += K.row(t).dot(dKs.row(t)) + Z.col(t).tail(n - t - 1).sum() - Z.row(t).head(t).sum();
+        dg_(t) += prefix;
+        prefix += w_(t);
       }
     }
     // dH0 = Gam_n dH + [diag(Gam) Q; -diag(Gam) K]^T [dO; dX].
-    L_.topRows(n) = gam_.head(n).asDiagonal() * Q;
-    if constexpr (corrects) L_.middleRows(n, n) = -(gam_.head(n).asDiagonal() * K);
-    if constexpr (gated) dH_ *= gam_(n - 1);
-    dH_.noalias() += L_.topRows(rows).transpose() * R_.topRows(rows);
-    if constexpr (corrects) dU = R_.middleRows(n, n);  // dV = dX
+    auto Lm = L_.topRows(rows);
+    Lm.topRows(n) = gam_.head(n).asDiagonal() * Q;
+    if constexpr (corrects) Lm.bottomRows(n) = -(gam_.head(n).asDiagonal() * K);
+    product<A>(dH_, Lm, op::transpose, R_.topRows(rows), nullptr, gated ? gam_(n - 1) : A(1));
   }
 
   template <class Grads>
@@ -236,29 +261,28 @@ class chunk_backward_worker {
       // beta(input, ||k||^2): d input = dbeta d beta / d input; dk += 2 dbeta (d beta / d ||k||^2) k.
       for (index_t r = 0; r < n; ++r) {
         const beta_partials<A> bp = Rule::beta_derivatives(in, b, t0 + r, hv, sq_(r));
-        dK_.row(r) += (A(2) * dbeta_(r) * bp.d_key_sqnorm) * K_.row(r);
+        if (bp.d_key_sqnorm != A(0)) dK_.row(r) += (A(2) * dbeta_(r) * bp.d_key_sqnorm) * K_.row(r);
         dbeta_(r) *= bp.d_input;
       }
       store_token_gradients(Rule::beta_gradient(gr), b, t0, hv, n, dbeta_);
     }
-    store_gradient_rows(gr.dq, b, t0, hq, n, dQ_, scale, add);
+    store_gradient_rows(gr.dq, b, t0, hq, n, W_, scale, add);
     store_gradient_rows(gr.dk, b, t0, hq, n, dK_, A(1), add);
-    store_rows(gr.dv, b, t0, hv, n, dU_);
+    if constexpr (corrects) store_rows(gr.dv, b, t0, hv, n, R_.middleRows(n, n));  // dV = dX
+    else store_rows(gr.dv, b, t0, hv, n, dU_);
     if constexpr (gated) store_token_gradients(gr.dg, b, t0, hv, n, dg_);
   }
 
   index_t C_;
   std::vector<mat<A>> starts_;  // [chunks] chunk-start states   [K, V] each
-  mat<A> Q_, K_, V_;            // [C, K], [C, K], [C, V]   q scaled
-  mat<A> U_, X_, dU_;           // [C, V]                   U (Householder), X, dU (then dV)
-  mat<A> R_, W_, L_;            // [2C, V], [2C, K], [2C, K]  [dO; dX], [dO; dX] H0^T, [Gam Q; -Gam K]
-  mat<A> dQ_, dK_, dKs_;        // [C, K]
-  mat<A> D_, P_, dP_, Z_;       // [C, C]                   decay mask, scores, their gradient, dg terms
-  mat<A> Gd_, M_, T_, dA_;      // [C, C]                   K K^T ⊙ D (strict), (I + A)^-1, T, dA
-  col_vec<A> b_, gam_, e_, dg_; // [C]
-  col_vec<A> beta_, sq_, dbeta_;  // [C]
-  mat<A> dY_;                   // [C, V]
-  mat<A> H_, dH_;               // [K, V]   state (pass 1), gradient of the current state
+  mat<A> Us_, Xs_, Ms_, Gs_;    // Householder, kept by pass 1: [L, V], [L, V], [L, C], [L, C]
+  mat<A> Q_, K_, Kt_, V_, Ut_;  // [C, K], [C, K], [K, C], [C, V], [V, C]   q scaled
+  mat<A> R_, W_, L_;            // [2C, V], [2C, K], [2C, K]  [dO; dX], [dQ; dK_x], [Gam Q; -Gam K]
+  mat<A> dU_, dY_, dK_;         // [C, V], [C, V], [C, K]
+  mat<A> D_, P_, dP_, Z_, dA_, T_, M_;  // [C, C]
+  col_vec<A> b_, gam_, e_, alpha_, dg_, w_;  // [C] (alpha: [2C] = [Gam; -Gam])
+  col_vec<A> beta_, sq_, dbeta_;             // [C]
+  mat<A> H_, dH_, H0t_, dHt_;                // [K, V], [K, V], [V, K], [V, K]
 };
 
 }  // namespace linattn::cpu

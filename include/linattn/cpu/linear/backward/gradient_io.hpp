@@ -18,7 +18,11 @@ void store_gradient_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, in
   const index_t D = out.extent(3), sd = out.stride(3);
   for (index_t r = 0; r < rows; ++r) {
     T* dst = &out(b, t0 + r, head, 0);
-    if (add)
+    if (sd == 1) {  // contiguous rows: vectorised
+      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>> row(dst, D);
+      if (add) row = (row.template cast<A>() + factor * src.row(r)).template cast<T>();
+      else row = (factor * src.row(r)).template cast<T>();
+    } else if (add)
       for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(static_cast<A>(dst[d * sd]) + factor * src(r, d));
     else
       for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(factor * src(r, d));
