@@ -145,7 +145,7 @@ class chunk_backward_worker {
   /// X = V - diag(Gam) K H0, U = M diag(beta) X, kept for pass 2.
   void corrections(const mat<A>& H0, index_t c0, index_t n) {
     auto G = Gs_.block(c0, 0, n, n), M = Ms_.block(c0, 0, n, n);
-    product<A>(G, K_.topRows(n), op::none, Kt_.leftCols(n), nullptr, A(0), causal::lower_c, -1);
+    product<A>(G, K_.topRows(n), op::none, Kt_.leftCols(n), nullptr, A(0), triangle::lower_c, -1);
     if constexpr (gated) G = G.cwiseProduct(D_.topLeftCorner(n, n));
     G.template triangularView<Eigen::Upper>().setZero();
     auto Am = T_.topLeftCorner(n, n);
@@ -156,7 +156,7 @@ class chunk_backward_worker {
     auto X = Xs_.middleRows(c0, n);
     X = V_.topRows(n);
     product<A>(X, K_.topRows(n), op::none, H0, alpha_.data() + n, A(1));  // X -= diag(Gam) K H0
-    product<A>(Us_.middleRows(c0, n), Am, op::none, X, nullptr, A(0), causal::lower_a, 0);
+    product<A>(Us_.middleRows(c0, n), Am, op::none, X, nullptr, A(0), triangle::lower_a, 0);
   }
 
   /// The chunk's values: U (Householder, kept by pass 1) or V.
@@ -188,8 +188,8 @@ class chunk_backward_worker {
     product<A>(dK, U, op::none, dHt_, e);
     for (index_t i = 0; i < n; ++i) w_(i) = K.row(i).dot(dK.row(i));
     // Intra-chunk scores P = Q K^T ⊙ D and dP = dO U^T (causal), Z = dP ⊙ P.
-    product<A>(P, Q, op::none, Kt_.leftCols(n), nullptr, A(0), causal::lower_c, 0);
-    product<A>(dP, dO, op::none, Ut_.leftCols(n), nullptr, A(0), causal::lower_c, 0);
+    product<A>(P, Q, op::none, Kt_.leftCols(n), nullptr, A(0), triangle::lower_c, 0);
+    product<A>(dP, dO, op::none, Ut_.leftCols(n), nullptr, A(0), triangle::lower_c, 0);
     for (index_t r = 0; r < n; ++r) {
       P.row(r).tail(n - r - 1).setZero();
       dP.row(r).tail(n - r - 1).setZero();
@@ -207,7 +207,7 @@ class chunk_backward_worker {
       auto dY = dY_.topRows(n), dA = dA_.topLeftCorner(n, n);
       product<A>(dY, Ms_.block(c0, 0, n, n), op::transpose, dU);  // M^T dU (M lower: zeros above)
       transpose_into(Ut_.leftCols(n), U);
-      product<A>(dA, dY, op::none, Ut_.leftCols(n), nullptr, A(0), causal::lower_c, -1);
+      product<A>(dA, dY, op::none, Ut_.leftCols(n), nullptr, A(0), triangle::lower_c, -1);
       for (index_t r = 0; r < n; ++r) {
         dA.row(r).head(r) = -dA.row(r).head(r);
         dA.row(r).tail(n - r).setZero();
@@ -226,7 +226,7 @@ class chunk_backward_worker {
     product<A>(W, R_.topRows(rows), op::none, H0t_, gated || corrects ? alpha_.data() : nullptr);
     auto dQ = W_.topRows(n);
     for (index_t r = 0; r < n; ++r) dg_(r) = Q.row(r).dot(dQ.row(r));
-    product<A>(dQ, dP, op::none, K, nullptr, A(1), causal::lower_a, 0);
+    product<A>(dQ, dP, op::none, K, nullptr, A(1), triangle::lower_a, 0);
     product<A>(dK, dP, op::transpose, Q, nullptr, A(1));
     if constexpr (corrects) {
       const auto dKx = W_.middleRows(n, n);

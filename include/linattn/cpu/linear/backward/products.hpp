@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The one place the backward workers call the shared block product (linalg/row_gemm.hpp):
+/// The one place the backward workers call the shared block product (linalg/gemm.hpp):
 ///
 ///   C = diag(alpha) op(A) B + beta C,   op(A) = A or A^T (read in place), B row-major
 ///
-/// with row_gemm's causal limits (lower_a: op(A) lower triangular from diagonal d; lower_c:
+/// with gemm's triangle limits (lower_a: op(A) lower triangular from diagonal d; lower_c:
 /// only C(i, j) for j <= i + d is wanted, the rest of each row block is garbage).
 #pragma once
 
-#include "../../linalg/row_gemm.hpp"
+#include "../../linalg/gemm.hpp"
 
 namespace linattn::cpu {
 
@@ -16,8 +16,14 @@ enum class op { none, transpose };
 
 template <class S, class CB, class AB, class BB>
 void product(CB&& C, const AB& a, op oa, const BB& B, const S* alpha = nullptr, S beta = S(0),
-             causal mode = causal::none, index_t d = 0) {
-  row_gemm<S>(C, oa == op::none ? rows_of(a) : cols_of(a), B, alpha, beta, mode, d);
+             triangle mode = triangle::none, index_t d = 0) {
+  const strided<S> as = oa == op::none ? rows_of(a) : cols_of(a);
+  const gemm_params<S> x{.row_alpha = alpha, .beta = beta, .diag = d};
+  switch (mode) {
+    case triangle::none: return gemm(C, as, B, x);
+    case triangle::lower_a: return gemm<triangle::lower_a>(C, as, B, x);
+    case triangle::lower_c: return gemm<triangle::lower_c>(C, as, B, x);
+  }
 }
 
 }  // namespace linattn::cpu
