@@ -56,9 +56,10 @@ struct chunk_local_wmma_storage_additive {
 };
 
 template <class Rule, class T, int K, int V>
-using chunk_local_wmma_storage = std::conditional_t<
-    !corrects<Rule>, chunk_local_wmma_storage_additive<T, K>,
-    std::conditional_t<V + pad<T> <= chunk + 4, chunk_local_wmma_storage_delta<T, K, V>, chunk_local_wmma_storage_delta_v<T, K, V>>>;
+using chunk_local_wmma_storage =
+    std::conditional_t<!corrects<Rule>, chunk_local_wmma_storage_additive<T, K>,
+                       std::conditional_t<V + pad<T> <= chunk + 4, chunk_local_wmma_storage_delta<T, K, V>,
+                                          chunk_local_wmma_storage_delta_v<T, K, V>>>;
 
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(512) chunk_local_wmma_kernel(chunk_args<Rule, T> args) {

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
   const int group = warp / Split, part = warp % Split;
   const index_t vw = v0 + 16 * group;  // the group's first value column
   const int k0 = part * KP;            // the warp's first key column
-  T* stage = smem.out[0][0] + warp * S::out_rows * S::ldo;  // out[warp], stepped as before (same code)
+  T* stage = smem.out[0][0] + warp * S::out_rows * S::ldo;  // out[warp] (flat: see bench/cuda/NOTES.md)
 
   // Ht(j, k0 + i) = S(k0 + i, vw + j): lane holds rows g, g+8 and columns 8 nt + 2t, +1
   float ht[KT][4];
