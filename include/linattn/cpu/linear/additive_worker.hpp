@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "../../core/family.hpp"
 #include "../../core/tensor_view.hpp"
@@ -79,17 +80,18 @@ class additive_worker {
     const index_t n = n_;
     if constexpr (decay != decay_kind::vector) transpose_into(Kx_.leftCols(n), K_.topRows(n));
     if constexpr (decay == decay_kind::scalar) {
-      Cum run = 0;
-      for (index_t r = 0; r < n; ++r) b_(r, 0) = run += static_cast<Cum>(floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv)));
+      double run = 0;  // summed in double, rounded once per entry (a huge gate beside small ones)
+      for (index_t r = 0; r < n; ++r) b_(r, 0) = static_cast<Cum>(run += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv)));
       // exp(b): one vectorised pass (a lazy exp inside asDiagonal() would be re-evaluated
       // for every packet of the product).
       eb_.head(n) = ex(scalar_gates().head(n));
     }
     if constexpr (decay == decay_kind::vector) {
       const index_t K = K_.cols();
+      run_.assign(static_cast<std::size_t>(K), 0.0);  // summed in double, rounded once per entry
       for (index_t r = 0; r < n; ++r)
         for (index_t d = 0; d < K; ++d)
-          b_(r, d) = (r ? b_(r - 1, d) : Cum(0)) + static_cast<Cum>(floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d)));
+          b_(r, d) = static_cast<Cum>(run_[std::size_t(d)] += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d)));
       // Keys pre-decayed to the last row of their 64-block (Kt_) and 16-block (Ks_).
       for (index_t i = 0; i < n; ++i) {
         const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
@@ -237,6 +239,7 @@ class additive_worker {
   mat<A> Kt_, Ks_;    // [cap, K]                       keys decayed to their 64/16-block pivot
   mat<A> Kx_;         // [K, cap]                       Kᵀ (no vector decay): rows read by Q Kᵀ
   mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
+  std::vector<double> run_;  // [K]                   its running sums (vector decay)
   col_vec<A> cf_;     // [cap]                          scalar column / write factors
   col_vec<A> eb_;     // [cap]                          scalar exp(b)
   row_vec<A> f_;      // [K]                            per-dimension pivot factor

@@ -40,7 +40,7 @@ struct algorithm<Family, form::chunkwise> {
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
     using A = state_t<T>;
-    using worker = cpu::linear_block_worker<Rule, T, A, double>;  // gate cumsums in double
+    using worker = cpu::linear_block_worker<Rule, T, A, A>;
     if constexpr (cpu::chunk_local_worker<worker>) {
       if (p.N * p.HV < p.threads && p.max_length() > p.chunk) return cpu::run_chunks_across_threads<worker>(in, out, opt, p);
     }

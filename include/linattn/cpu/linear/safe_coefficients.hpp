@@ -4,7 +4,8 @@
 /// (docs/math.md#numerical-regimes):
 ///   - log gates are floored where exp() is already exactly zero in the state type, so a hard
 ///     reset (a gate of -inf) or a huge gate next to small ones leaves the chunk's cumulative
-///     sums finite and exact enough (they are summed in double);
+///     sums finite (the worker sums them in double and rounds each entry once, so small
+///     gates beside a huge one keep their precision);
 ///   - the delta update S += beta (v - S k) k^T is the same with (k/|k|, v/|k|, beta |k|^2),
 ///     so keys are normalised per token with a norm that cannot overflow, and beta comes from
 ///     the rule in double: any key norm float can hold gives the exact rule's result.
