@@ -63,7 +63,7 @@ class chunk_backward_worker {
 
   chunk_backward_worker(index_t C, index_t K, index_t V)
       : C_(C), Q_(C, K), K_(C, K), Kt_(K, C), V_(C, V), Ut_(V, C), R_(2 * C, V), W_(2 * C, K), L_(2 * C, K),
-        dU_(C, V), dY_(C, V), dK_(C, K), D_(C, C), P_(C, C), dP_(C, C), Z_(C, C), dA_(C, C), T_(C, C), M_(C, C),
+        dU_(C, V), dY_(C, V), dK_(C, K), D_(C, C), P_(C, C), dP_(C, C), Z_(C, C), dA_(C, C), T_(C, C),
         b_(C), gam_(C), e_(C), alpha_(2 * C), dg_(C), w_(C), beta_(C), sq_(C), dbeta_(C), H_(K, V), dH_(K, V),
         H0t_(V, K), dHt_(V, K) {
     D_.setOnes(), gam_.setOnes(), e_.setOnes();
@@ -81,6 +81,7 @@ class chunk_backward_worker {
     load_state(opt.initial_state, seq, hv, H_);
     for (index_t c = 0; c < chunks; ++c) {
       const index_t c0 = c * C, n = std::min(C, len - c0);
+      if (c + 1 < chunks) prefetch_chunk(in, dout, b, t0 + c0 + C, std::min(C, len - c0 - C), hq, hv, false);
       starts_[std::size_t(c)] = H_;
       load(in, dout, b, t0 + c0, n, hq, hv, scale, false);
       if constexpr (corrects) corrections(H_, c0, n);
@@ -90,6 +91,14 @@ class chunk_backward_worker {
     load_state(opt.grad_final_state, seq, hv, dH_);
     for (index_t c = chunks - 1; c >= 0; --c) {
       const index_t c0 = c * C, n = std::min(C, len - c0);
+      if (c > 0) {
+        prefetch_chunk(in, dout, b, t0 + c0 - C, C, hq, hv, true);
+        prefetch_block(starts_[std::size_t(c - 1)]);
+        if constexpr (corrects) {
+          prefetch_block(Us_.middleRows(c0 - C, C)), prefetch_block(Xs_.middleRows(c0 - C, C));
+          prefetch_block(Ms_.middleRows(c0 - C, C)), prefetch_block(Gs_.middleRows(c0 - C, C));
+        }
+      }
       load(in, dout, b, t0 + c0, n, hq, hv, scale, true);
       backward(starts_[std::size_t(c)], c0, n);
       store(in, gr, b, t0 + c0, n, hq, hv, scale, add);
@@ -107,6 +116,16 @@ class chunk_backward_worker {
         Us_.resize(rows, V_.cols()), Xs_.resize(rows, V_.cols());
         Ms_.resize(rows, C_), Gs_.resize(rows, C_);
       }
+  }
+
+  /// Prefetches (into L2) the rows the chunk at t0 will read: pass 1 k, v; pass 2 q, k, dO.
+  static void prefetch_chunk(const inputs_t& in, const tensor_view<const T, 4>& dout, index_t b, index_t t0,
+                             index_t n, index_t hq, index_t hv, bool reverse) {
+    prefetch_rows(in.k, b, t0, hq, n);
+    if (!reverse || !corrects) prefetch_rows(in.v, b, t0, hv, n);
+    if (!reverse) return;
+    prefetch_rows(in.q, b, t0, hq, n);
+    prefetch_rows(dout, b, t0, hv, n);
   }
 
   /// The chunk's keys (and K^T), gates and steps; with `full` its queries and dO, else its
@@ -172,14 +191,17 @@ class chunk_backward_worker {
     product<A>(H, Kf, op::transpose, values(c0, n), nullptr, gated ? gam_(n - 1) : A(1));
   }
 
-  /// The chunk's gradients; dH_ (gradient of the chunk-end state) becomes that of H0.
+  /// The chunk's gradients given its start state H0; dH_ (gradient of the chunk-end state)
+  /// becomes that of H0.
   void backward(const mat<A>& H0, index_t c0, index_t n) {
     const auto Q = Q_.topRows(n), K = K_.topRows(n), dO = R_.topRows(n);
     const auto U = values(c0, n);
     const auto D = D_.topLeftCorner(n, n);
     auto dU = dU_.topRows(n), dK = dK_.topRows(n);
-    auto P = P_.topLeftCorner(n, n), dP = dP_.topLeftCorner(n, n), Z = Z_.topLeftCorner(n, n);
+    auto P = P_.topLeftCorner(n, n), dP = dP_.topLeftCorner(n, n);
+    [[maybe_unused]] auto Z = Z_.topLeftCorner(n, n);
     const A* e = gated ? e_.data() : nullptr;
+    const auto& H0t = H0t_;
     transpose_into(H0t_, H0);
     transpose_into(dHt_, dH_);
     transpose_into(Ut_.leftCols(n), U);
@@ -190,57 +212,62 @@ class chunk_backward_worker {
     // Intra-chunk scores P = Q K^T ⊙ D and dP = dO U^T (causal), Z = dP ⊙ P.
     product<A>(P, Q, op::none, Kt_.leftCols(n), nullptr, A(0), triangle::lower_c, 0);
     product<A>(dP, dO, op::none, Ut_.leftCols(n), nullptr, A(0), triangle::lower_c, 0);
+    // Causal masks, the decay, and Z = dP ⊙ P (strictly lower: exp(b_r - b_r) = 1 has no gate
+    // gradient), row by row.
     for (index_t r = 0; r < n; ++r) {
       P.row(r).tail(n - r - 1).setZero();
       dP.row(r).tail(n - r - 1).setZero();
+      if constexpr (gated) {
+        P.row(r).head(r + 1).array() *= D.row(r).head(r + 1).array();
+        Z.row(r).head(r).array() = dP.row(r).head(r).array() * P.row(r).head(r).array();
+        dP.row(r).head(r + 1).array() *= D.row(r).head(r + 1).array();
+      }
     }
-    if constexpr (gated) {
-      P = P.cwiseProduct(D);
-      Z = dP.cwiseProduct(P);
-      Z.diagonal().setZero();  // exp(b_r - b_r) = 1 has no gate gradient
-      dP = dP.cwiseProduct(D);
-    }
-    product<A>(dU, P, op::transpose, dO, nullptr, A(1));
+    product_lower_transposed<A>(dU, P, dO, A(1));
     index_t rows = n;  // rows of R = [dO; dX]
     if constexpr (corrects) {
       const auto X = Xs_.middleRows(c0, n), G = Gs_.block(c0, 0, n, n);
-      auto dY = dY_.topRows(n), dA = dA_.topLeftCorner(n, n);
-      product<A>(dY, Ms_.block(c0, 0, n, n), op::transpose, dU);  // M^T dU (M lower: zeros above)
-      transpose_into(Ut_.leftCols(n), U);
-      product<A>(dA, dY, op::none, Ut_.leftCols(n), nullptr, A(0), triangle::lower_c, -1);
+      auto dY = dY_.topRows(n), dA = dA_.topLeftCorner(n, n), dG = T_.topLeftCorner(n, n);
+      product_lower_transposed<A>(dY, Ms_.block(c0, 0, n, n), dU);  // M^T dU
+      product<A>(dA, dY, op::none, Ut_.leftCols(n), nullptr, A(0), triangle::lower_c, -1);  // -dA
+      // dA = -stril(dY U^T); dbeta; Z += dA ⊙ A (A = diag(beta) G); dG = diag(beta) (dA ⊙ D),
+      // symmetrised: dG + dG^T (the Gram is symmetric), zero diagonal.
       for (index_t r = 0; r < n; ++r) {
-        dA.row(r).head(r) = -dA.row(r).head(r);
+        auto a = dA.row(r).head(r);
+        a = -a;
         dA.row(r).tail(n - r).setZero();
-        dbeta_(r) = dY.row(r).dot(X.row(r)) + dA.row(r).head(r).dot(G.row(r).head(r));
+        dbeta_(r) = dY.row(r).dot(X.row(r)) + a.dot(G.row(r).head(r));
+        if constexpr (gated) {
+          Z.row(r).head(r).array() += beta_(r) * a.array() * G.row(r).head(r).array();
+          a.array() = beta_(r) * a.array() * D.row(r).head(r).array();  // dA becomes dG
+        } else {
+          a *= beta_(r);
+        }
       }
-      if constexpr (gated) Z += dA.cwiseProduct(beta_.head(n).asDiagonal() * G);  // dA ⊙ A
-      // dG + dG^T with dG = diag(beta) (dA ⊙ D): the Gram's gradient, symmetric.
-      if constexpr (gated) dA = beta_.head(n).asDiagonal() * dA.cwiseProduct(D);
-      else dA = beta_.head(n).asDiagonal() * dA;
-      dA += dA.transpose().eval();
+      dG = dA + dA.transpose();  // dA holds dG, strictly lower
       R_.middleRows(n, n) = beta_.head(n).asDiagonal() * dY;  // dX
       rows = 2 * n;
     }
     // [diag(Gam) dO; -diag(Gam) dX] H0^T: the inter-chunk query gradient dQ and dK_x.
     auto W = W_.topRows(rows);
-    product<A>(W, R_.topRows(rows), op::none, H0t_, gated || corrects ? alpha_.data() : nullptr);
+    product<A>(W, R_.topRows(rows), op::none, H0t, gated || corrects ? alpha_.data() : nullptr);
     auto dQ = W_.topRows(n);
     for (index_t r = 0; r < n; ++r) dg_(r) = Q.row(r).dot(dQ.row(r));
     product<A>(dQ, dP, op::none, K, nullptr, A(1), triangle::lower_a, 0);
-    product<A>(dK, dP, op::transpose, Q, nullptr, A(1));
+    product_lower_transposed<A>(dK, dP, Q, A(1));
     if constexpr (corrects) {
       const auto dKx = W_.middleRows(n, n);
       for (index_t r = 0; r < n; ++r) dg_(r) += K.row(r).dot(dKx.row(r));
       dK += dKx;
-      product<A>(dK, dA_.topLeftCorner(n, n), op::none, K, nullptr, A(1));
+      product<A>(dK, T_.topLeftCorner(n, n), op::none, K, nullptr, A(1));  // (dG + dG^T) K
     }
     if constexpr (gated) {
       // dg_t = sum_{r >= t} dg_(r) + sum_{i < t} (w_i + colZ_i - rowZ_i) + Gam_n <dH, H0>.
-      const A end = gam_(n - 1) * dH_.cwiseProduct(H0).sum();
+      const A end = gam_(n - 1) * dHt_.cwiseProduct(H0t).sum();
       A suffix = 0;
       for (index_t r = n - 1; r >= 0; --r) dg_(r) = suffix += dg_(r);
-      w_.head(n) -= Z.rowwise().sum();
-      w_.head(n) += Z.colwise().sum().transpose();  // Z is strictly lower: no diagonal terms
+      for (index_t r = 0; r < n; ++r) w_(r) -= Z.row(r).head(r).sum();  // strictly lower part only
+      for (index_t r = 1; r < n; ++r) w_.head(r) += Z.row(r).head(r).transpose();
       A prefix = end;
       for (index_t t = 0; t < n; ++t) {
         dg_(t) += prefix;
@@ -279,7 +306,7 @@ class chunk_backward_worker {
   mat<A> Q_, K_, Kt_, V_, Ut_;  // [C, K], [C, K], [K, C], [C, V], [V, C]   q scaled
   mat<A> R_, W_, L_;            // [2C, V], [2C, K], [2C, K]  [dO; dX], [dQ; dK_x], [Gam Q; -Gam K]
   mat<A> dU_, dY_, dK_;         // [C, V], [C, V], [C, K]
-  mat<A> D_, P_, dP_, Z_, dA_, T_, M_;  // [C, C]
+  mat<A> D_, P_, dP_, Z_, dA_, T_;  // [C, C]  decay mask, scores, dP, dg terms, -dA, T (pass 1) / dG + dG^T
   col_vec<A> b_, gam_, e_, alpha_, dg_, w_;  // [C] (alpha: [2C] = [Gam; -Gam])
   col_vec<A> beta_, sq_, dbeta_;             // [C]
   mat<A> H_, dH_, H0t_, dHt_;                // [K, V], [K, V], [V, K], [V, K]

@@ -26,4 +26,17 @@ void product(CB&& C, const AB& a, op oa, const BB& B, const S* alpha = nullptr, 
   }
 }
 
+/// C = L^T B + beta C for L lower triangular ([n, n]; B, C [n, m]). L^T is upper triangular,
+/// which gemm's triangles cannot skip; with the rows of B and C taken in reverse order (J the
+/// reversal: negative row strides) the operand J L^T J is lower triangular and half the work
+/// goes: (J L^T J)(i, p) = L(n-1-p, n-1-i).
+template <class S, class CB, class LB, class BB>
+void product_lower_transposed(CB&& C, const LB& L, const BB& B, S beta = S(0)) {
+  const index_t n = L.rows();
+  if (n == 0) return;
+  const strided<S> reversed{&L(n - 1, n - 1), -1, -index_t(L.outerStride())};
+  gemm<triangle::lower_a>(n, index_t(C.cols()), n, reversed, &B(n - 1, 0), -index_t(B.outerStride()), &C(n - 1, 0),
+                          -index_t(C.outerStride()), gemm_params<S>{.beta = beta});
+}
+
 }  // namespace linattn::cpu
