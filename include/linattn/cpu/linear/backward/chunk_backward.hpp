@@ -81,7 +81,6 @@ class chunk_backward_worker {
     load_state(opt.initial_state, seq, hv, H_);
     for (index_t c = 0; c < chunks; ++c) {
       const index_t c0 = c * C, n = std::min(C, len - c0);
-      if (c + 1 < chunks) prefetch_chunk(in, dout, b, t0 + c0 + C, std::min(C, len - c0 - C), hq, hv, false);
       starts_[std::size_t(c)] = H_;
       load(in, dout, b, t0 + c0, n, hq, hv, scale, false);
       if constexpr (corrects) corrections(H_, c0, n);
@@ -91,19 +90,12 @@ class chunk_backward_worker {
     load_state(opt.grad_final_state, seq, hv, dH_);
     for (index_t c = chunks - 1; c >= 0; --c) {
       const index_t c0 = c * C, n = std::min(C, len - c0);
-      if (c > 0) {
-        prefetch_chunk(in, dout, b, t0 + c0 - C, C, hq, hv, true);
-        prefetch_block(starts_[std::size_t(c - 1)]);
-        if constexpr (corrects) {
-          prefetch_block(Us_.middleRows(c0 - C, C)), prefetch_block(Xs_.middleRows(c0 - C, C));
-          prefetch_block(Ms_.middleRows(c0 - C, C)), prefetch_block(Gs_.middleRows(c0 - C, C));
-        }
-      }
       load(in, dout, b, t0 + c0, n, hq, hv, scale, true);
       backward(starts_[std::size_t(c)], c0, n);
       store(in, gr, b, t0 + c0, n, hq, hv, scale, add);
     }
     store_state(opt.grad_initial_state, seq, hv, dH_);
+    stream_fence();
   }
 
  private:
@@ -116,16 +108,6 @@ class chunk_backward_worker {
         Us_.resize(rows, V_.cols()), Xs_.resize(rows, V_.cols());
         Ms_.resize(rows, C_), Gs_.resize(rows, C_);
       }
-  }
-
-  /// Prefetches (into L2) the rows the chunk at t0 will read: pass 1 k, v; pass 2 q, k, dO.
-  static void prefetch_chunk(const inputs_t& in, const tensor_view<const T, 4>& dout, index_t b, index_t t0,
-                             index_t n, index_t hq, index_t hv, bool reverse) {
-    prefetch_rows(in.k, b, t0, hq, n);
-    if (!reverse || !corrects) prefetch_rows(in.v, b, t0, hv, n);
-    if (!reverse) return;
-    prefetch_rows(in.q, b, t0, hq, n);
-    prefetch_rows(dout, b, t0, hv, n);
   }
 
   /// The chunk's keys (and K^T), gates and steps; with `full` its queries and dO, else its
@@ -295,8 +277,8 @@ class chunk_backward_worker {
     }
     store_gradient_rows(gr.dq, b, t0, hq, n, W_, scale, add);
     store_gradient_rows(gr.dk, b, t0, hq, n, dK_, A(1), add);
-    if constexpr (corrects) store_rows(gr.dv, b, t0, hv, n, R_.middleRows(n, n));  // dV = dX
-    else store_rows(gr.dv, b, t0, hv, n, dU_);
+    if constexpr (corrects) store_gradient_rows(gr.dv, b, t0, hv, n, R_.middleRows(n, n), A(1), false);  // dV = dX
+    else store_gradient_rows(gr.dv, b, t0, hv, n, dU_, A(1), false);
     if constexpr (gated) store_token_gradients(gr.dg, b, t0, hv, n, dg_);
   }
 

@@ -6,18 +6,65 @@
 /// sums do not depend on the thread count.
 #pragma once
 
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "../../../core/tensor_view.hpp"
 #include "../../io/token_io.hpp"
 
 namespace linattn::cpu {
 
-/// out(b, t0 + r, head, :) = factor * src row r (or += when `add`), r in [0, rows).
+/// dst[0:D] = src[0:D] * factor for float rows, with non-temporal stores where the row is
+/// 64-byte aligned (masked ordinary stores for the unaligned head and the tail): gradients are
+/// written once and read by the caller later, so fetching their old contents into the cache
+/// (what an ordinary store of a cold line does) only costs bandwidth. Returns false when it
+/// does not apply (not AVX-512 float); callers then store normally. stream_fence() orders
+/// these stores before the call returns.
+template <class T, class S>
+bool stream_row(T* dst, const S* src, index_t D, S factor) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<S, float>) {
+    index_t i = 0;
+    const index_t head = ((64 - (reinterpret_cast<std::uintptr_t>(dst) & 63)) & 63) / 4;
+    const __m512 f = _mm512_set1_ps(factor);
+    if (head > 0) {
+      const index_t h = head < D ? head : D;
+      const auto m = static_cast<__mmask16>((1u << h) - 1u);
+      _mm512_mask_storeu_ps(dst, m, _mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, src)));
+      i = h;
+    }
+    for (; i + 16 <= D; i += 16) _mm512_stream_ps(dst + i, _mm512_mul_ps(f, _mm512_loadu_ps(src + i)));
+    if (i < D) {
+      const auto m = static_cast<__mmask16>((1u << (D - i)) - 1u);
+      _mm512_mask_storeu_ps(dst + i, m, _mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, src + i)));
+    }
+    return true;
+  }
+#endif
+  (void)dst, (void)src, (void)D, (void)factor;
+  return false;
+}
+
+/// Orders the non-temporal stores of stream_row before what follows.
+inline void stream_fence() {
+#if defined(__AVX512F__)
+  _mm_sfence();
+#endif
+}
+
+/// out(b, t0 + r, head, :) = factor * src row r (or += when `add`), r in [0, rows). src is a
+/// row-major block with contiguous rows.
 template <class T, class Src, class A>
 void store_gradient_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t head, index_t rows,
                          const Src& src, A factor, bool add) {
   const index_t D = out.extent(3), sd = out.stride(3);
   for (index_t r = 0; r < rows; ++r) {
     T* dst = &out(b, t0 + r, head, 0);
+    if (sd == 1 && !add && stream_row(dst, &src(r, 0), D, factor)) continue;
     if (sd == 1 && r + rows_ahead < rows)
       prefetch_bytes(&out(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), true);
     if (sd == 1) {  // contiguous rows: vectorised
@@ -37,30 +84,6 @@ void store_token_gradients(const tensor_view<T, 3>& out, index_t b, index_t t0, 
                            const Src& src) {
   if (!out.given()) return;
   for (index_t r = 0; r < rows; ++r) out(b, t0 + r, hv) = static_cast<T>(src(r));
-}
-
-/// Hints the cache to bring `bytes` bytes at p into L2 (not L1: the backward issues these a
-/// whole chunk ahead, hundreds of KiB, which L1 would evict before use and which would evict
-/// the current chunk's workspaces).
-inline void prefetch_l2(const void* p, index_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (index_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 2);
-}
-
-/// Rows [t0, t0 + rows) of one head of x into L2: the next chunk's rows arrive while the
-/// current chunk computes.
-template <class T>
-void prefetch_rows(const tensor_view<T, 4>& x, index_t b, index_t t0, index_t head, index_t rows) {
-  if (!x.given() || x.stride(3) != 1) return;
-  const index_t bytes = x.extent(3) * index_t(sizeof(T));
-  for (index_t r = 0; r < rows; ++r) prefetch_l2(&x(b, t0 + r, head, 0), bytes);
-}
-
-/// The same for a row-major matrix block.
-template <class X>
-void prefetch_block(const X& x) {
-  const index_t bytes = x.cols() * index_t(sizeof(typename X::Scalar));
-  for (index_t r = 0; r < x.rows(); ++r) prefetch_l2(&x(r, 0), bytes);
 }
 
 }  // namespace linattn::cpu
