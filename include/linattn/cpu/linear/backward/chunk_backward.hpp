@@ -81,11 +81,12 @@ class chunk_backward_worker {
     load_state(opt.initial_state, seq, hv, H_);
     for (index_t c = 0; c < chunks; ++c) {
       const index_t c0 = c * C, n = std::min(C, len - c0);
-      starts_[std::size_t(c)] = H_;
+      stream_block(starts_[std::size_t(c)], H_);
       load(in, dout, b, t0 + c0, n, hq, hv, scale, false);
       if constexpr (corrects) corrections(H_, c0, n);
-      advance(H_, c0, n);
+      advance(H_, n);
     }
+    stream_fence();
     // Pass 2: the chunks in reverse.
     load_state(opt.grad_final_state, seq, hv, dH_);
     for (index_t c = chunks - 1; c >= 0; --c) {
@@ -145,7 +146,9 @@ class chunk_backward_worker {
   /// Pass 1 of the Householder rules: G = stril(K K^T ⊙ D), M = (I + diag(beta) G)^-1,
   /// X = V - diag(Gam) K H0, U = M diag(beta) X, kept for pass 2.
   void corrections(const mat<A>& H0, index_t c0, index_t n) {
-    auto G = Gs_.block(c0, 0, n, n), M = Ms_.block(c0, 0, n, n);
+    // Computed in the chunk workspaces, then streamed to the kept copies (written once here,
+    // read once in pass 2: no read for ownership of their cold lines).
+    auto G = dA_.topLeftCorner(n, n), M = dP_.topLeftCorner(n, n);
     product<A>(G, K_.topRows(n), op::none, Kt_.leftCols(n), nullptr, A(0), triangle::lower_c, -1);
     if constexpr (gated) G = G.cwiseProduct(D_.topLeftCorner(n, n));
     G.template triangularView<Eigen::Upper>().setZero();
@@ -154,10 +157,18 @@ class chunk_backward_worker {
     M.setIdentity();
     unit_lower_solve(Am, M, n);
     Am = M * beta_.head(n).asDiagonal();  // T = M diag(beta), lower triangular
-    auto X = Xs_.middleRows(c0, n);
+    auto X = dY_.topRows(n), U = dU_.topRows(n);
     X = V_.topRows(n);
     product<A>(X, K_.topRows(n), op::none, H0, alpha_.data() + n, A(1));  // X -= diag(Gam) K H0
-    product<A>(Us_.middleRows(c0, n), Am, op::none, X, nullptr, A(0), triangle::lower_a, 0);
+    product<A>(U, Am, op::none, X, nullptr, A(0), triangle::lower_a, 0);
+    stream_block(Gs_.block(c0, 0, n, n), G), stream_block(Ms_.block(c0, 0, n, n), M);
+    stream_block(Xs_.middleRows(c0, n), X), stream_block(Us_.middleRows(c0, n), U);
+  }
+
+  /// The chunk's values in pass 1: U (Householder, in dU_ after corrections) or V.
+  auto pass1_values(index_t n) const {
+    if constexpr (corrects) return dU_.topRows(n);
+    else return V_.topRows(n);
   }
 
   /// The chunk's values: U (Householder, kept by pass 1) or V.
@@ -166,11 +177,11 @@ class chunk_backward_worker {
     else return V_.topRows(n);
   }
 
-  /// H <- Gam_n H + (diag(e) K)^T U.
-  void advance(mat<A>& H, index_t c0, index_t n) {
+  /// H <- Gam_n H + (diag(e) K)^T U (pass 1).
+  void advance(mat<A>& H, index_t n) {
     auto Kf = L_.topRows(n);
     Kf = e_.head(n).asDiagonal() * K_.topRows(n);
-    product<A>(H, Kf, op::transpose, values(c0, n), nullptr, gated ? gam_(n - 1) : A(1));
+    product<A>(H, Kf, op::transpose, pass1_values(n), nullptr, gated ? gam_(n - 1) : A(1));
   }
 
   /// The chunk's gradients given its start state H0; dH_ (gradient of the chunk-end state)

@@ -49,6 +49,15 @@ bool stream_row(T* dst, const S* src, index_t D, S factor) {
   return false;
 }
 
+/// dst = src for row-major blocks of the state type, streamed where stream_row applies (the
+/// backward's kept intermediates: written once in its first pass, read once in its second).
+template <class D, class S>
+void stream_block(D&& dst, const S& src) {
+  using A = typename S::Scalar;
+  for (index_t r = 0; r < src.rows(); ++r)
+    if (!stream_row(&dst(r, 0), &src(r, 0), src.cols(), A(1))) dst.row(r) = src.row(r);
+}
+
 /// Orders the non-temporal stores of stream_row before what follows.
 inline void stream_fence() {
 #if defined(__AVX512F__)
