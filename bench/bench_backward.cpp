@@ -11,7 +11,7 @@
 ///             chunkwise_backward, one thread + gemm_1024
 ///   --smoke   tiny shape, two iterations per row (the ctest `bench_backward_smoke`)
 ///
-/// Results go to bench/results/backward.json (rules: backward_rules.json) unless
+/// Results go to <build>/bench-results/backward.json (rules: backward_rules.json) unless
 /// --benchmark_out is given; a summary with the ratios is printed at the end.
 
 #include "bench_support.hpp"
