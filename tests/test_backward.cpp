@@ -304,6 +304,36 @@ TEMPLATE_TEST_CASE("chunkwise_backward in float stays finite and close under str
   }
 }
 
+// -120: exp underflows to exactly 0 in float. One such gate per 16 tokens: the chunk-local gate
+// cumsums are in the state type, as the forward's, and a float cumsum that reaches thousands
+// inside a chunk keeps fewer digits of its differences (at -1e4 forward and backward alike are
+// off by ~1e-3; docs/backward.md#gate-gradient).
+TEMPLATE_TEST_CASE("backward: log gates of -120 (float decay factors exactly 0) give finite, matching gradients",
+                   "[backward][robust]", la::ScalarDecay, la::VectorDecay, la::GatedDelta) {
+  using Rule = TestType;
+  std::mt19937_64 rng(910);
+  auto p = backward_problem<Rule>(rng, {.B = 1, .T = 90, .H = 1, .HV = 2, .K = 12, .V = 10});
+  const std::size_t per_token = p.g.size() / std::size_t(p.d.T * p.d.HV);  // 1 or K
+  for (int t = 5; t < p.d.T; t += 16)  // tokens 5, 21, 37, ...: every gate of the token
+    for (int hv = 0; hv < p.d.HV; ++hv)
+      for (std::size_t d = 0; d < per_token; ++d) p.g[p.tok_at(0, t, hv) * per_token + d] = -120.0;
+  const seeds s = make_seeds(rng, p);
+  const gradients want = run_backward<Rule, double>(bform::recurrent, p, s, {.chunk = 16});
+  for (bform f : {bform::recurrent, bform::chunkwise}) {
+    for (index_t C : {16, 64}) {
+      CAPTURE(name(f), C);
+      std::string worst;
+      const double d = max_rel_err(run_backward<Rule, double>(f, p, s, {.chunk = C}), want, p, worst);
+      const double e = max_rel_err(run_backward<Rule, float>(f, p, s, {.chunk = C}), want, p, worst);
+      CAPTURE(d, e, worst);
+      CHECK(d < 1e-10);
+      CHECK(e < 1e-4);
+    }
+  }
+  std::mt19937_64 dirs(911);
+  expect_finite_differences<Rule>(bform::chunkwise, p, dirs, {.chunk = 16});
+}
+
 TEMPLATE_TEST_CASE("chunkwise_backward: per-key gates of -2 per step over 64-token chunks (no exp overflow)",
                    "[backward][robust]", la::VectorDecay, la::ScalarDecay, la::GatedDelta) {
   using Rule = TestType;
