@@ -75,6 +75,7 @@ class token_backward_worker {
         back(in, dout, gr, b, t0 + c0 + j, hq, hv, scale, add, states_[std::size_t(j)], states_[std::size_t(j + 1)]);
     }
     store_state(opt.grad_initial_state, seq, hv, dH_);
+    stream_fence();  // the gradient rows' non-temporal stores (gradient_io.hpp)
   }
 
  private:

@@ -74,6 +74,7 @@ class vector_chunk_backward_worker {
       store_rows(gr.dg, b, c0, hv, n, dg_);
     }
     store_state(opt.grad_initial_state, seq, hv, dH_);
+    stream_fence();  // the gradient rows' non-temporal stores (gradient_io.hpp)
   }
 
  private:
