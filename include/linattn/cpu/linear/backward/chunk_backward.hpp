@@ -48,6 +48,7 @@
 #include "../../linalg/eigen_types.hpp"
 #include "../../linalg/transpose.hpp"
 #include "../../linalg/unit_lower_solve.hpp"
+#include "../safe_coefficients.hpp"
 #include "gradient_io.hpp"
 #include "products.hpp"
 
@@ -123,8 +124,8 @@ class chunk_backward_worker {
       load_rows(dout, b, t0, hv, n, R_, A(1));  // dO: the top rows of R = [dO; dX]
     }
     if constexpr (gated) {
-      A run = 0;
-      for (index_t r = 0; r < n; ++r) b_(r) = run += static_cast<A>(Rule::log_gate(in, b, t0 + r, hv));
+      double run = 0;  // as the forward: floored gates summed in double, one rounding per entry
+      for (index_t r = 0; r < n; ++r) b_(r) = static_cast<A>(run += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv)));
       gam_.head(n) = b_.head(n).array().exp();
       e_.head(n) = (b_(n - 1) - b_.head(n).array()).exp();
       alpha_.head(n) = gam_.head(n), alpha_.segment(n, n) = -gam_.head(n);

@@ -29,6 +29,7 @@
 #include "../../../core/tensor_view.hpp"
 #include "../../io/token_io.hpp"
 #include "../../linalg/eigen_types.hpp"
+#include "../safe_coefficients.hpp"
 #include "gradient_io.hpp"
 
 namespace linattn::cpu {
@@ -89,9 +90,10 @@ class vector_chunk_backward_worker {
     const index_t K = K_.cols();
     load_rows(in.k, b, t0, hq, n, K_, A(1));
     load_rows(in.v, b, t0, hv, n, V_, A(1));
-    for (index_t r = 0; r < n; ++r)
-      for (index_t d = 0; d < K; ++d)
-        b_(r, d) = (r ? b_(r - 1, d) : A(0)) + static_cast<A>(Rule::log_gate(in, b, t0 + r, hv, d));
+    for (index_t d = 0; d < K; ++d) {  // as the forward: floored gates summed in double, one rounding per entry
+      double run = 0;
+      for (index_t r = 0; r < n; ++r) b_(r, d) = static_cast<A>(run += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d)));
+    }
     bn_ = b_.row(n - 1);
     ef_.topRows(n) = ex((-b_.topRows(n)).rowwise() + bn_);
     Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ef_.topRows(n));
