@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The delta-rule family (Delta, GatedDelta, Longhorn): docs/math.md#equivalences R3-R6, R10, N3,
+// The delta-rule family (Delta, GatedDelta, Longhorn, KDA): docs/math.md#equivalences R3-R6, R10, N3,
 // and the documented behaviour with unnormalised keys (beta ||k||^2 > 2).
 #include "support/cases.hpp"
 #include "support/catch.hpp"
@@ -247,6 +247,44 @@ TEST_CASE("unnormalised keys (beta ||k||^2 > 2): chunkwise follows the diverging
         CHECK(diff32 <= 1e-3 * scale);
       }
       for (std::size_t j = t * row; j < (t + 1) * row; ++j) CHECK_FALSE(std::isnan(chunk.r.o[j]));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("KDA with the same gate in every key dimension is GatedDelta", "[delta][kda][reductions]", float,
+                   double) {
+  std::mt19937_64 rng(71);
+  const auto scalar = make_problem(rng, shape, spec_of<la::GatedDelta>());
+  auto vector = scalar;  // each token's gate repeated over the K dimensions
+  vector.kind = ref::decay::vector;
+  vector.g.clear();
+  for (double g : scalar.g) vector.g.insert(vector.g.end(), std::size_t(shape.K), g);
+  for (form f : forms) {
+    CAPTURE(name(f));
+    const auto kda = run<la::KDA, TestType>(f, vector, {.chunk = 16});
+    const auto gdn = run<la::GatedDelta, TestType>(f, scalar, {.chunk = 16});
+    CHECK(rel_err(kda.r.o, gdn.r.o) < tolerance<TestType>());
+    CHECK(rel_err(kda.r.s, gdn.r.s) < tolerance<TestType>());
+  }
+}
+
+TEST_CASE("KDA: per-key gates from 0 to -1e4 in one token (dimensions switched off) match float64", "[delta][kda][robustness]") {
+  std::mt19937_64 rng(72);
+  auto p = make_problem(rng, {.B = 1, .T = 150, .H = 1, .HV = 2, .K = 16, .V = 8}, spec_of<la::KDA>());
+  std::uniform_int_distribution<int> pick(0, 3);
+  for (double& g : p.g) {  // a mix of open, mild, strong and hard-reset dimensions
+    const int c = pick(rng);
+    g = c == 0 ? 0.0 : c == 1 ? g : c == 2 ? -60.0 : -1e4;
+  }
+  const auto want = ref::run(p);
+  for (form f : {form::chunkwise, form::parallel, form::recurrent, form::decode}) {
+    CAPTURE(name(f));
+    for (index_t C : {16, 64}) {
+      const auto got = run<la::KDA, float>(f, p, {.chunk = C});
+      CHECK(rel_err(got.r.o, want.o) < 1e-4);
+      CHECK(rel_err(got.r.s, want.s) < 1e-4);
+      const auto exact = run<la::KDA, double>(f, p, {.chunk = C});
+      CHECK(rel_err(exact.r.o, want.o) < 1e-10);
     }
   }
 }

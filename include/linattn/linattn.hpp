@@ -22,6 +22,7 @@
 #include "rules/vector_decay.hpp"
 #include "rules/delta.hpp"
 #include "rules/gated_delta.hpp"
+#include "rules/kda.hpp"
 #include "rules/longhorn.hpp"
 #include "rules/ttt_linear.hpp"
 #include "rules/nlms.hpp"

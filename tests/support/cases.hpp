@@ -15,7 +15,8 @@ using additive_cases = std::tuple<rule_case<la::Hebbian, float>, rule_case<la::H
 
 using householder_cases = std::tuple<rule_case<la::Delta, float>, rule_case<la::Delta, double>,
                                      rule_case<la::GatedDelta, float>, rule_case<la::GatedDelta, double>,
-                                     rule_case<la::Longhorn, float>, rule_case<la::Longhorn, double>>;
+                                     rule_case<la::Longhorn, float>, rule_case<la::Longhorn, double>,
+                                     rule_case<la::KDA, float>, rule_case<la::KDA, double>>;
 
 using all_cases = decltype(std::tuple_cat(additive_cases{}, householder_cases{}));
 

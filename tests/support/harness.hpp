@@ -231,6 +231,7 @@ typename Rule::template inputs<T> make_inputs(la::tensor_view<const T, 4> q, la:
   else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = g4};
   else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = b3};
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g3, .beta = b3};
+  else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = g4, .beta = b3};
   else if constexpr (std::is_same_v<Rule, la::Longhorn>) return {.q = q, .k = k, .v = v, .delta = b3};
   else if constexpr (std::is_same_v<Rule, la::NLMS>) return {.q = q, .k = k, .v = v};
   else static_assert(la::detail::always_false<Rule>, "harness: add the rule to make_inputs");

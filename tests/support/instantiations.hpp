@@ -9,7 +9,8 @@
 
 /// X(Rule, T) for the rules of one family at one scalar type.
 #define LINATTN_TEST_ADDITIVE(X, T) X(linattn::Hebbian, T) X(linattn::ScalarDecay, T) X(linattn::VectorDecay, T)
-#define LINATTN_TEST_HOUSEHOLDER(X, T) X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T)
+#define LINATTN_TEST_HOUSEHOLDER(X, T) \
+  X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::KDA, T)
 
 /// The four entry points of one (Rule, T) as explicit instantiation declarations
 /// (Extern = extern) or definitions (Extern empty).

@@ -157,6 +157,17 @@ class additive_worker {
     }
   }
 
+  /// G[0:n, 0:n] = causal decayed Gram of the span's keys under the per-key decays (vector
+  /// decay only): sum_d K_rd K_cd exp(b_rd - b_cd) for c <= r, zero above the diagonal.
+  template <class Dst>
+  void decayed_gram(Dst&& G) {
+    static_assert(decay == decay_kind::vector, "decayed_gram: vector decay only");
+    for (index_t r0 = 0; r0 < n_; r0 += tile) {
+      const index_t r1 = std::min(r0 + tile, n_);
+      vector_scores(K_, G.block(r0, 0, r1 - r0, r1), r0, r1);
+    }
+  }
+
   // Access for rules that build on this span (the Householder family replaces V by U~).
   index_t length() const { return n_; }
   const mat<A>& queries() const { return Q_; }
@@ -184,7 +195,7 @@ class additive_worker {
     const index_t m = r1 - r0;
     auto P = P_.topLeftCorner(m, r1);
     if constexpr (decay == decay_kind::vector) {
-      vector_scores(r0, r1);
+      vector_scores(Q_, P, r0, r1);
     } else {
       // Row i against keys [0, r0 + i] (and a few more, up to its row block's end).
       gemm<triangle::lower_c>(P, rows_of(Q_.middleRows(r0, m)), Kx_.leftCols(r1), {.diag = r0});
@@ -205,29 +216,35 @@ class additive_worker {
     }
   }
 
-  /// Rows [a0, a1) against keys [c0, a0) through the pivot e = a0 - 1: queries decayed to e,
-  /// keys (pre-decayed to their block's last row in Kpre, block size bs) decayed on to e.
-  void pivot_block(index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre, index_t bs) {
+  /// Rows [a0, a1) of Src against keys [c0, a0) through the pivot e = a0 - 1, into rows
+  /// [a0 - r0, a1 - r0) of P: Src rows decayed to e, keys (pre-decayed to their block's last row
+  /// in Kpre, block size bs) decayed on to e.
+  template <class Dst>
+  void pivot_block(const mat<A>& Src, Dst& P, index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre,
+                   index_t bs) {
     const index_t e = a0 - 1, ma = a1 - a0;
-    Qs_.topRows(ma) = Q_.middleRows(a0, ma).cwiseProduct(ex(b_.middleRows(a0, ma).rowwise() - b_.row(e)));
+    Qs_.topRows(ma) = Src.middleRows(a0, ma).cwiseProduct(ex(b_.middleRows(a0, ma).rowwise() - b_.row(e)));
     for (index_t j = c0; j < a0; j += bs) {
       const index_t p = j + bs - 1;  // blocks before a0 are full
       f_ = ex(b_.row(e) - b_.row(p));
       Kf_.middleRows(j, bs).noalias() = Kpre.middleRows(j, bs) * f_.asDiagonal();
     }
-    P_.block(a0 - r0, c0, ma, a0 - c0).noalias() =
-        Qs_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
+    P.block(a0 - r0, c0, ma, a0 - c0).noalias() = Qs_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
   }
 
-  void vector_scores(index_t r0, index_t r1) {
-    if (r0 > 0) pivot_block(r0, r1, 0, r0, Kt_, tile);
+  /// P[0:r1-r0, 0:r1] = causal scores of rows [r0, r1) of Src (Q, or K for the Householder
+  /// family's Gram) against keys [0, r1) under the per-key decays: sum_d Src_rd K_cd
+  /// exp(b_rd - b_cd) for c <= r, zero right of the diagonal.
+  template <class Dst>
+  void vector_scores(const mat<A>& Src, Dst&& P, index_t r0, index_t r1) {
+    if (r0 > 0) pivot_block(Src, P, r0, r1, 0, r0, Kt_, tile);
     for (index_t a0 = r0; a0 < r1; a0 += sub) {
       const index_t a1 = std::min(a0 + sub, r1);
-      if (a0 > r0) pivot_block(a0, a1, r0, r0, Ks_, sub);
+      if (a0 > r0) pivot_block(Src, P, a0, a1, r0, r0, Ks_, sub);
       for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
         for (index_t c = a0; c <= i; ++c)
-          P_(i - r0, c) = Q_.row(i).cwiseProduct(K_.row(c)).cwiseProduct(ex(b_.row(i) - b_.row(c))).sum();
-        P_.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
+          P(i - r0, c) = Src.row(i).cwiseProduct(K_.row(c)).cwiseProduct(ex(b_.row(i) - b_.row(c))).sum();
+        P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
       }
     }
   }

@@ -40,7 +40,7 @@ class householder_worker {
   using scalar = T;        // input and output elements
   using state_scalar = A;  // state and accumulation
   static constexpr bool gated = Rule::decay == decay_kind::scalar;
-  static_assert(Rule::decay != decay_kind::vector, "vector-gated delta rules have no CPU span kernel yet");
+  static constexpr bool vector_gated = Rule::decay == decay_kind::vector;  // KDA
 
   /// Largest ratio ||T||_inf max|X| / max|T X| (a bound on the largest partial sum of T X over
   /// the result) accepted from the explicit T: it loses about log2 of this many mantissa bits
@@ -56,6 +56,7 @@ class householder_worker {
       : core_(capacity, K, V), beta_(capacity), M_(capacity, capacity), nd_(capacity), X_(capacity, V) {
     if (capacity <= max_chunk_size) T_.resize(capacity, capacity);
     if constexpr (!gated) nd_.setConstant(A(-1));
+    if constexpr (vector_gated) Kd_.resize(capacity, K);
   }
 
   void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
@@ -70,9 +71,11 @@ class householder_worker {
 
     // M's strictly lower part becomes A = stril(diag(beta) (K K^T ⊙ Gam)).   [n, n]
     // Only the strictly lower part is used: row r against keys [0, r) (and a few more, up to
-    // its row block's end), Kᵀ's rows read in place.
+    // its row block's end), Kᵀ's rows read in place. A per-key gate decays inside the sum over
+    // key dimensions: the additive span's pivoted scores, with keys in place of queries.
     auto M = M_.topLeftCorner(n, n);
-    gemm<triangle::lower_c>(M, rows_of(K.topRows(n)), core_.keys_transposed().leftCols(n), {.diag = -1});
+    if constexpr (vector_gated) core_.decayed_gram(M);
+    else gemm<triangle::lower_c>(M, rows_of(K.topRows(n)), core_.keys_transposed().leftCols(n), {.diag = -1});
     for (index_t r = 1; r < n; ++r) {
       if constexpr (gated) {
         // Whole packets: exp(min(b_r - b_i, 0)) up to the next multiple of 16 columns (the
@@ -86,8 +89,11 @@ class householder_worker {
       }
     }
 
-    // -exp(b): the row factors of -diag(exp(b)) K H in emit (keys decayed to the span start).
+    // -exp(b): the row factors of -diag(exp(b)) K H in emit (keys decayed to the span start);
+    // per key dimension: K ⊙ exp(b).
     if constexpr (gated) nd_.head(n) = -core_.scalar_gate_exps().head(n);
+    if constexpr (vector_gated)
+      Kd_.topRows(n) = K.topRows(n).cwiseProduct(core_.cumulative_gates().topRows(n).template cast<A>().array().exp().matrix());
 
     if (n <= T_.rows()) {
       auto Tm = T_.topLeftCorner(n, n);  // T = (I + A)^{-1} diag(beta)   [n, n]
@@ -112,7 +118,8 @@ class householder_worker {
     auto X = X_.topRows(n);              // [n, V]
     auto V = core_.values().topRows(n);  // the span's v, replaced by U~
     X = V;
-    gemm(X, rows_of(core_.keys().topRows(n)), H, {.row_alpha = nd_.data(), .beta = A(1)});  // X -= diag(exp(b)) K H
+    if constexpr (vector_gated) gemm(X, rows_of(Kd_.topRows(n)), H, {.alpha = A(-1), .beta = A(1)});  // X -= (K ⊙ exp(b)) H
+    else gemm(X, rows_of(core_.keys().topRows(n)), H, {.row_alpha = nd_.data(), .beta = A(1)});  // X -= diag(exp(b)) K H
     bool done = false;
     if (n <= T_.rows()) {
       gemm<triangle::lower_a>(V, rows_of(T_.topLeftCorner(n, n)), X);  // U~ = T X
@@ -138,6 +145,7 @@ class householder_worker {
   A t_norm_ = 0;                         //             ||T||_inf (max row sum of |T|)
   col_vec<A> nd_;                        // [cap]       -exp(b) (-1 without a gate)
   mat<A> X_;                             // [cap, V]    V - exp(b) K H
+  mat<A> Kd_;                            // [cap, K]    K ⊙ exp(b) (per-key gate)
 };
 
 }  // namespace linattn::cpu

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Kimi Delta Attention (KDA), docs/math.md#kda: the gated delta rule with a per-key gate,
+///   S_t = S_{t-1} diag(exp(g_t)) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   g_t in R^K.
+/// A Householder-family rule with a vector decay: the forms need no kernel of their own.
+#pragma once
+
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+
+namespace linattn {
+
+struct KDA {
+  static constexpr const char* name = "KDA";
+  using family = householder_family;
+  static constexpr decay_kind decay = decay_kind::vector;
+
+  template <class T>
+  struct inputs {
+    tensor_view<const T, 4> q;     // [B, T, H, K]
+    tensor_view<const T, 4> k;     // [B, T, H, K]
+    tensor_view<const T, 4> v;     // [B, T, HV, V]
+    tensor_view<const T, 4> g;     // [B, T, HV, K] log gate per key dimension, <= 0
+    tensor_view<const T, 3> beta;  // [B, T, HV] write strength
+  };
+
+  template <class T, class Check>
+  static void check_inputs(const inputs<T>& in, Check& c) {
+    c.per_key("g", in.g, value_range::log_gate);
+    c.per_token("beta", in.beta, value_range::nonnegative);
+  }
+
+  /// Log-decay of key dimension d at token t of batch row b for value head hv.
+  template <class T>
+  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
+    return in.g(b, t, hv, d);
+  }
+
+  template <class T, class A>
+  LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A /*key_sqnorm*/) {
+    return static_cast<A>(in.beta(b, t, hv));
+  }
+};
+
+}  // namespace linattn
