@@ -23,6 +23,7 @@
 #include "rules/delta.hpp"
 #include "rules/gated_delta.hpp"
 #include "rules/kda.hpp"
+#include "rules/mamba2.hpp"
 #include "rules/longhorn.hpp"
 #include "rules/ttt_linear.hpp"
 #include "rules/nlms.hpp"
