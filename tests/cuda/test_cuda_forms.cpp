@@ -4,6 +4,8 @@
 /// recurrent reference on odd shapes: T not a multiple of 64, K != V, grouped value heads,
 /// packed variable-length batches (with empty and one-token sequences), carried state,
 /// head-first strided views, strong and weak gates.
+#include <functional>
+#include <limits>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -54,9 +56,12 @@ std::vector<shape_case> shape_cases() {
   };
 }
 
+/// `edit` changes the random problem before it is rounded to the input type (hostile gates).
 template <class Rule>
-void check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t, form f, harness::gates g) {
+void check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t, form f, harness::gates g,
+                             const std::function<void(ref::problem&)>& edit = {}) {
   auto p = harness::make_problem(rng, sc.d, harness::spec_of<Rule>(), g, true, sc.cu);
+  if (edit) edit(p);
   cuda_tests::round_inputs(p, t);
   auto ref_p = p;
   if (!sc.c.use_s0) ref_p.s0.clear();
@@ -116,4 +121,20 @@ TEST_CASE("cuda calls reject bad arguments before writing anything", "[cuda]") {
   CHECK(head.find("{64, 128}") != std::string::npos);
   const std::string chunk = cuda_tests::bad_call<la::Delta>("chunk_size");
   CHECK(chunk.find("argument 'options.chunk_size' is 32") != std::string::npos);
+}
+
+TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -1e5 among mild ones", "[cuda][gates]",
+                   la::ScalarDecay, la::GatedDelta) {
+  std::mt19937_64 rng(23);
+  const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
+  const auto hostile = [](ref::problem& p) {
+    const double inf = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < p.g.size(); ++i) {  // a reset every 37 gates, a -1e5 gate every 53
+      if (i % 37 == 5) p.g[i] = -inf;
+      else if (i % 53 == 11) p.g[i] = -1e5;
+    }
+  };
+  for (dtype t : {dtype::f32, dtype::bf16})
+    for (form f : {form::recurrent, form::chunkwise, form::decode})
+      check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile);
 }
