@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Recurrent vs parallel vs chunkwise forms of the rules (Hebbian, ScalarDecay, VectorDecay,
-/// Delta, GatedDelta, Longhorn, NLMS, KDA) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
+/// Delta, GatedDelta, Longhorn, NLMS, KDA, mLSTM) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
 ///   (none)    main job: B=1 T=4096 H=8 K=V=128 C=64, every rule x form + gemm_1024
@@ -38,6 +38,13 @@ constexpr kind kind_of() {
   if constexpr (std::is_same_v<typename Rule::family, linattn::householder_family>) return kind::delta;
   else if constexpr (std::is_same_v<typename Rule::family, linattn::softmax_family>) return kind::softmax;
   else return kind::additive;
+}
+
+/// Whether the rule's state decays (mLSTM, which has no decay_kind, always forgets).
+template <class Rule>
+constexpr bool decays() {
+  if constexpr (requires { Rule::decay; }) return Rule::decay != linattn::decay_kind::none;
+  else return true;
 }
 
 /// Useful FLOPs of one call, docs/math.md#costs per head (L = T), times B*H heads. Additive family:
@@ -127,6 +134,7 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = g_vec, .beta = beta};
+  else if constexpr (std::is_same_v<Rule, la::mLSTM>) return {.q = q, .k = k, .v = v, .i = g, .f = beta};  // gates: any values
   else return {.q = q, .k = k, .v = v, .delta = beta};  // Longhorn
 }
 
@@ -272,7 +280,7 @@ void add_form(form f, const shape& s, const run_settings& r) {
                      "/H:" + std::to_string(s.H) + "/K:" + std::to_string(s.K);
   if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
   name += "/threads:" + std::to_string(s.threads);
-  const double flops = useful_flops(f, kind_of<Rule>(), Rule::decay != la::decay_kind::none, s);
+  const double flops = useful_flops(f, kind_of<Rule>(), decays<Rule>(), s);
   const bool wall = r.wall || s.threads > 1;
   add_row(name, row_info{Rule::name, f, s, flops, wall});
   const auto run = [f, s, flops](benchmark::State& st) { bench_form<Rule>(st, f, s, flops); };
@@ -322,13 +330,13 @@ void add_softmax(shape s, const std::vector<index_t>& chunks, const std::vector<
 enum class mode { main_job, sweep, delta, threads, decode, smoke };
 
 void register_all(mode m) {
-  using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA;
+  using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA, la::mLSTM;
   if (m == mode::main_job) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
     // (TTT-Linear has its own executable, linattn_bench_ttt; RLS's state is [K, V + K].)
     const run_settings r{0, 0, 5};
     add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
-    add_rules<Delta, Longhorn, NLMS, KDA>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
+    add_rules<Delta, Longhorn, NLMS, KDA, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
     add_softmax(shape{1, 4096, 8, 128, 128, 64}, {64, 128}, {1, 2}, false, r);
     add_gemm(r);
   } else if (m == mode::delta) {
@@ -367,8 +375,8 @@ void register_all(mode m) {
       }
   } else {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
-    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, KDA>(shape{2, 72, 2, 16, 24, 16}, {16},
-                                                                                  {1, 2}, true, {0, 2, 0});
+    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, KDA, mLSTM>(shape{2, 72, 2, 16, 24, 16},
+                                                                                         {16}, {1, 2}, true, {0, 2, 0});
     add_softmax(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});
   }

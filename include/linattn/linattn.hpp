@@ -24,6 +24,7 @@
 #include "rules/gated_delta.hpp"
 #include "rules/kda.hpp"
 #include "rules/mamba2.hpp"
+#include "rules/mlstm.hpp"
 #include "rules/longhorn.hpp"
 #include "rules/ttt_linear.hpp"
 #include "rules/nlms.hpp"

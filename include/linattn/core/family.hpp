@@ -17,6 +17,8 @@ struct householder_family {};
 struct ttt_family {};
 /// Recursive least squares: state (S, P), P the inverse weighted key covariance (RLS).
 struct rls_family {};
+/// Exponentially gated matrix memory with a normaliser and a max stabiliser (mLSTM).
+struct mlstm_family {};
 /// Nonparametric regression over all earlier tokens: no matrix state, a KV cache.
 struct softmax_family {
   static constexpr bool has_state = false;

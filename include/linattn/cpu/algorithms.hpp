@@ -6,6 +6,7 @@
 
 #include "linear/algorithms.hpp"
 #include "linear/backward/algorithms.hpp"
+#include "mlstm/algorithms.hpp"
 #include "rls/algorithms.hpp"
 #include "softmax/algorithms.hpp"
 #include "ttt/algorithms.hpp"

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// CPU kernels of the mLSTM cell (docs/math.md#mlstm) for one (sequence, value head). The state
+/// is kept as Z = [C~^T | n~] ([K, V + 1]: the normaliser is the state column of a value that is
+/// always 1) and the stabiliser m. With lf = logsigmoid(f~):
+///
+///   tokens: m' = max(lf_t + m, i~_t); Z <- exp(lf_t + m - m') Z + exp(i~_t - m') k_t [v_t, 1];
+///           [num, den] = q_t Z;  h_t = num / max(|den|, exp(-m'))           (recurrent, decode)
+///   span:   n tokens from the start state (Z0, m0); b the local cumsum of lf, a_i = i~_i - b_i,
+///           M_r = max(m0, max_{i<=r} a_i) (so m_r = b_r + M_r):
+///             [Num, Den] = diag(exp(m0 - M)) Q Z0 + (Q K^T ⊙ E) [V, 1],  E_ri = exp(a_i - M_r), i <= r
+///             Z <- exp(m0 - M_n) Z0 + (diag(exp(a - M_n)) K)^T [V, 1];   m <- b_n + M_n
+///           (chunkwise: chunk by chunk; parallel: the whole sequence as one span).
+/// Every exponent is <= 0; the a_i, M_r and their differences are formed in double.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "../../core/tensor_view.hpp"
+#include "../io/token_io.hpp"
+#include "../linalg/eigen_types.hpp"
+#include "../linalg/gemm.hpp"
+#include "../linalg/transpose.hpp"
+
+namespace linattn::cpu {
+
+/// log sigmoid(x) in double, without overflow for either sign.
+inline double log_sigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+
+template <class Rule, class T, class A>
+class mlstm_worker {
+ public:
+  using inputs_t = typename Rule::template inputs<T>;
+
+  mlstm_worker(index_t capacity, index_t K, index_t V)
+      : Z_(K, V + 1), Q_(capacity, K), Kx_(K, capacity), K_(capacity, K), Vx_(capacity, V + 1), P_(capacity, capacity),
+        O_(capacity, V + 1), q_(K), k_(K), o_(V + 1), h_(V), ew_(capacity), a_(std::size_t(capacity)),
+        M_(std::size_t(capacity)), m_lo_(std::size_t(capacity)) {}
+
+  /// Loads (Z, m) of sequence `seq`, value head `hv` from a `[N, HV, K, V + 2]` state (zero
+  /// and m = 0 when the view is not given).
+  template <class S>
+  void load(const tensor_view<S, 4>& state, index_t seq, index_t hv) {
+    const index_t K = Z_.rows(), V1 = Z_.cols();
+    if (!state.given()) {
+      Z_.setZero();
+      m_ = 0;
+      return;
+    }
+    for (index_t i = 0; i < K; ++i)
+      for (index_t j = 0; j < V1; ++j) Z_(i, j) = static_cast<A>(state(seq, hv, i, j));
+    m_ = static_cast<double>(state(seq, hv, 0, V1));
+  }
+
+  template <class S>
+  void store(const tensor_view<S, 4>& state, index_t seq, index_t hv) const {
+    if (!state.given()) return;
+    const index_t K = Z_.rows(), V1 = Z_.cols();
+    for (index_t i = 0; i < K; ++i) {
+      for (index_t j = 0; j < V1; ++j) state(seq, hv, i, j) = static_cast<S>(Z_(i, j));
+      state(seq, hv, i, V1) = static_cast<S>(m_);
+    }
+  }
+
+  /// Token by token: tokens [t0, t0 + n) of batch row b.
+  void tokens(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
+              index_t hv, A scale) {
+    const index_t V = h_.cols();
+    for (index_t t = t0; t < t0 + n; ++t) {
+      load_rows(in.q, b, t, hq, 1, q_, scale);
+      load_rows(in.k, b, t, hq, 1, k_, A(1));
+      auto v = o_.head(V);
+      load_rows(in.v, b, t, hv, 1, v, A(1));
+      o_(V) = A(1);
+      const double lf = forget(in, b, t, hv), ig = input(in, b, t, hv);
+      const double m = std::max(lf + m_, ig);
+      Z_ *= static_cast<A>(std::exp(lf + m_ - m));
+      Z_.noalias() += (static_cast<A>(std::exp(ig - m)) * k_).transpose() * o_;
+      m_ = m;
+      o_.noalias() = q_ * Z_;
+      h_ = o_.head(V) * inverse_normaliser(o_(V), m);
+      store_rows(out, b, t, hv, 1, h_);
+    }
+  }
+
+  /// n tokens from t0 as one span (a chunk of the chunkwise form, or the whole sequence in the
+  /// parallel form).
+  void span(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
+            index_t hv, A scale) {
+    if (n == 0) return;
+    const index_t V = h_.cols();
+    load_rows(in.q, b, t0, hq, n, Q_, scale);
+    load_rows(in.k, b, t0, hq, n, K_, A(1));
+    auto values = Vx_.leftCols(V);
+    load_rows(in.v, b, t0, hv, n, values, A(1));
+    Vx_.col(V).head(n).setOnes();
+    transpose_into(Kx_.leftCols(n), K_.topRows(n));
+    // b (cumsum of log f), a_i = i~_i - b_i, M_r = max(m0, a_0..a_r), all in double.
+    double bsum = 0, run = m_;
+    for (index_t r = 0; r < n; ++r) {
+      bsum += forget(in, b, t0 + r, hv);
+      a_[std::size_t(r)] = input(in, b, t0 + r, hv) - bsum;
+      M_[std::size_t(r)] = run = std::max(run, a_[std::size_t(r)]);
+      m_lo_[std::size_t(r)] = bsum + run;  // m_r
+    }
+    // P = (Q K^T ⊙ E), causal; row r's inter-chunk factor exp(m0 - M_r).
+    auto P = P_.topLeftCorner(n, n);
+    gemm<triangle::lower_c>(P, rows_of(Q_.topRows(n)), Kx_.leftCols(n));
+    for (index_t r = 0; r < n; ++r) {
+      const double Mr = M_[std::size_t(r)];
+      for (index_t i = 0; i <= r; ++i) P(r, i) *= static_cast<A>(std::exp(a_[std::size_t(i)] - Mr));
+      P.row(r).tail(n - r - 1).setZero();
+      ew_(r) = static_cast<A>(std::exp(m_ - Mr));
+    }
+    auto O = O_.topRows(n);  // [n, V + 1]: [Num, Den]
+    gemm(O, rows_of(Q_.topRows(n)), Z_, {.row_alpha = ew_.data()});
+    gemm<triangle::lower_a>(O, rows_of(P), Vx_.topRows(n), {.beta = A(1)});
+    for (index_t r = 0; r < n; ++r) {
+      h_ = O.row(r).head(V) * inverse_normaliser(O(r, V), m_lo_[std::size_t(r)]);
+      store_rows(out, b, t0 + r, hv, 1, h_);
+    }
+    // Z <- exp(m0 - M_n) Z0 + (diag(exp(a - M_n)) K)^T [V, 1];  m <- b_n + M_n.
+    const double Mn = M_[std::size_t(n - 1)];
+    for (index_t i = 0; i < n; ++i) ew_(i) = static_cast<A>(std::exp(a_[std::size_t(i)] - Mn));
+    K_.topRows(n) = ew_.head(n).asDiagonal() * K_.topRows(n);
+    gemm(Z_, cols_of(K_.topRows(n)), Vx_.topRows(n), {.beta = static_cast<A>(std::exp(m_ - Mn))});
+    m_ = m_lo_[std::size_t(n - 1)];
+  }
+
+ private:
+  /// log f_t = logsigmoid(f~_t), floored at -1e4: a forget gate of exactly 0 (f~ = -inf) keeps
+  /// the span's cumsums finite and their differences exact in double. (Not the linear rules'
+  /// gate_floor: here the forget weight is exp(log f + m - m'), and the stabiliser m can be
+  /// large; a floor of -1e4 changes a result only where input gates differ by 1e4 in log scale.)
+  static double forget(const inputs_t& in, index_t b, index_t t, index_t hv) {
+    return std::max(log_sigmoid(static_cast<double>(in.f(b, t, hv))), -1e4);
+  }
+  static double input(const inputs_t& in, index_t b, index_t t, index_t hv) { return static_cast<double>(in.i(b, t, hv)); }
+  /// 1 / max(|den|, exp(-m)), formed in double (exp(-m) may exceed the float range).
+  static A inverse_normaliser(A den, double m) {
+    return static_cast<A>(1.0 / std::max(std::abs(static_cast<double>(den)), std::exp(-m)));
+  }
+
+  mat<A> Z_;            // [K, V + 1]   [C~^T | n~]
+  double m_ = 0;        //              stabiliser
+  mat<A> Q_, Kx_, K_;   // [cap, K], [K, cap], [cap, K]   q scaled, K^T, keys (then weighted)
+  mat<A> Vx_, P_, O_;   // [cap, V + 1], [cap, cap], [cap, V + 1]
+  row_vec<A> q_, k_, o_, h_;  // [K], [K], [V + 1], [V]
+  col_vec<A> ew_;       // [cap]   row / write factors
+  std::vector<double> a_, M_, m_lo_;  // [cap]   i~ - b, running max, m_r
+};
+
+}  // namespace linattn::cpu
