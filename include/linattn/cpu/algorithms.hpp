@@ -4,6 +4,7 @@
 /// entry points (forms/) include this header; a new family's folder adds its line here.
 #pragma once
 
+#include "element_types.hpp"
 #include "linear/algorithms.hpp"
 #include "linear/backward/algorithms.hpp"
 #include "mlstm/algorithms.hpp"

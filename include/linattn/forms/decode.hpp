@@ -22,7 +22,7 @@ template <rule Rule, class T>
 void decode_step(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                  tensor_view<T, 4> out, tensor_view<state_t<T>, 4> state,
                  const options<state_t<T>>& opt = {}) {
-  if constexpr (detail::meets_contract<Rule>) {
+  if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule>) {
     const detail::problem p = detail::validate<Rule>(detail::form::decode, in, out, opt, &state);
     detail::algorithm<typename Rule::family, detail::form::decode>::template run<Rule>(in, out, state, opt, p);
   }

@@ -20,7 +20,7 @@ namespace linattn {
 template <rule Rule, class T>
 void parallel_forward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
           tensor_view<T, 4> out, const options<state_t<T>>& opt = {}) {
-  if constexpr (detail::meets_contract<Rule>) {
+  if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule>) {
     const detail::problem p = detail::validate<Rule>(detail::form::parallel, in, out, opt);
     detail::algorithm<typename Rule::family, detail::form::parallel>::template run<Rule>(in, out, opt, p);
   }

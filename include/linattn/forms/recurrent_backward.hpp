@@ -30,7 +30,7 @@ void recurrent_backward(const std::type_identity_t<typename Rule::template input
                         const backward_options<state_t<std::remove_const_t<G>>>& opt = {}) {
   using T = std::remove_const_t<G>;
   static_assert(has_gradients<Rule>, "linattn::recurrent_backward: this rule has no backward pass (no Rule::gradients<T>)");
-  if constexpr (detail::meets_contract<Rule> && has_gradients<Rule>) {
+  if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule> && has_gradients<Rule>) {
     const tensor_view<const T, 4> dout = grad_out;
     const detail::problem p = detail::validate_backward<Rule>(detail::form::recurrent_backward, in, dout, grads, opt);
     detail::algorithm<typename Rule::family, detail::form::recurrent_backward>::template run<Rule>(in, dout, grads, opt, p);
