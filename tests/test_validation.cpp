@@ -264,6 +264,36 @@ TEST_CASE("check_finite scans inputs for NaN/Inf and positive log gates", "[vali
   CHECK_FALSE(std::isnan(d.o[0]));
 }
 
+TEST_CASE("check_finite rejects beta ||k||^2 > 2 (unnormalised keys) for the delta rules, naming the token", "[validation]") {
+  call_data d;  // normal keys with K = 4: ||k||^2 around 4
+  auto opt = d.opts();
+  opt.check_finite = true;
+  std::vector<float> beta(std::size_t(B * T * HV), 0.9f);
+  const auto in = [&] {
+    return la::GatedDelta::inputs<float>{.q = la::view<const float>(d.q.data(), B, T, H, K),
+                                         .k = la::view<const float>(d.k.data(), B, T, H, K),
+                                         .v = la::view<const float>(d.v.data(), B, T, HV, V),
+                                         .g = la::view<const float>(d.g.data(), B, T, HV),
+                                         .beta = la::view<const float>(beta.data(), B, T, HV)};
+  };
+  for (auto& g : d.g) g = -std::abs(g);
+  // Unit keys except one: token (b = 1, t = 2) of q/k head 1, read by value heads 2 and 3.
+  for (index_t r = 0; r < B * T * H; ++r) {
+    float n2 = 0;
+    for (index_t i = 0; i < K; ++i) n2 += d.k[std::size_t(r * K + i)] * d.k[std::size_t(r * K + i)];
+    for (index_t i = 0; i < K; ++i) d.k[std::size_t(r * K + i)] /= std::sqrt(n2) * (r == (1 * T + 2) * H + 1 ? 0.5f : 1.0f);
+  }
+  expect_error(d, [&] { la::chunkwise_forward<la::GatedDelta>(in(), d.out(), opt); },
+               {"'k' gives beta ||k||^2 = 3.6", "> 2 at token [1, 2, 2]", "L2-normalise the keys"});
+  opt.check_finite = false;  // not scanned: runs (and follows the diverging recurrence)
+  la::chunkwise_forward<la::GatedDelta>(in(), d.out(), opt);
+  // Longhorn's beta = delta / (1 + delta ||k||^2) keeps beta ||k||^2 < 1 for any key: passes.
+  opt.check_finite = true;
+  const la::Longhorn::inputs<float> lh{.q = in().q, .k = in().k, .v = in().v, .delta = in().beta};
+  la::chunkwise_forward<la::Longhorn>(lh, d.out(), opt);
+  CHECK_FALSE(std::isnan(d.o[0]));
+}
+
 TEST_CASE("decode_step validates its state and refuses state options", "[validation][decode]") {
   call_data d;
   la::ScalarDecay::inputs<float> in{.q = la::view(d.q.data(), B, 1, H, K), .k = la::view(d.k.data(), B, 1, H, K),

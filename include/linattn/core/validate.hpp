@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "contracts.hpp"
@@ -285,11 +286,32 @@ class call_checker {
     });
   }
 
+  /// The delta update S += beta (v - S k) k^T contracts only while beta ||k||^2 <= 2: beyond
+  /// that the recurrence itself diverges geometrically (keys not L2-normalised, the usual
+  /// cause). Rules whose beta bounds it (Longhorn, NLMS) always pass.
+  void scan_write_strength() {
+    const auto& k = in_.k;
+    for (index_t b = 0; b < k.extent(0); ++b)
+      for (index_t t = 0; t < k.extent(1); ++t)
+        for (index_t hv = 0; hv < p_.HV; ++hv) {
+          double kk = 0;
+          for (index_t d = 0; d < p_.K; ++d) {
+            const double x = static_cast<double>(k(b, t, p_.qk_head(hv), d));
+            kk += x * x;
+          }
+          const double w = Rule::template beta<T, double>(in_, b, t, hv, kk) * kk;
+          if (w > 2.0 * (1.0 + 1e-5))
+            fail("k", "gives beta ||k||^2 = " + std::to_string(w) + " > 2 at token " + shape_string(std::array<index_t, 3>{b, t, hv}) +
+                          " ([b, t, value head]): the delta update diverges there; L2-normalise the keys (options.check_finite)");
+        }
+  }
+
   void scan_inputs(const tensor_view<Real, 4>* state) {
     scan("q", in_.q, value_range::any);
     scan("k", in_.k, value_range::any);
     scan("v", in_.v, value_range::any);
     for (auto& s : scans_) s();
+    if constexpr (std::is_same_v<typename Rule::family, householder_family>) scan_write_strength();
     if (state) scan("state", *state, value_range::any);
     else if (opt_.initial_state.given()) scan("options.initial_state", opt_.initial_state, value_range::any);
   }
