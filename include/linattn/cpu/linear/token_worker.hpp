@@ -2,12 +2,17 @@
 /// \file
 /// Token-by-token recurrence of the matrix-state rules (docs/math.md#hebbian through
 /// docs/math.md#nlms): the definition of every rule, and the decode path. Per token, with
-/// H = S^T ([K, V]):
+/// H = S^T ([K, V]) and d the decay (1, exp(g_t), or exp(g_t) per key row):
 ///
-///   H <- decay_t(H)                  none, exp(g_t) H, or diag(exp(g_t)) H
-///   u  = v_t                         additive family (Hebbian write)
-///   u  = beta_t (v_t - H^T k_t)      Householder family (erase, then write)
-///   H += k_t u^T;   o_t = H^T q_t
+///   a  = (d ⊙ k_t)^T H,   c = (d ⊙ q_t)^T H       one read of H                 [V], [V]
+///   u  = v_t                                      additive family (Hebbian write)
+///   u  = beta_t (v_t - a)                         Householder family (erase, then write)
+///   o_t = c + (q_t . k_t) u                       = q_t^T H_new
+///   H <- diag(d) H + k_t u^T                      one read-modify-write of H
+///
+/// Two passes over the state per token. When a call reads and writes one slot of one state
+/// view (decode_step, an in-place pool) with unit stride along V, the passes run in the
+/// caller's memory: no copy of the state in or out.
 #pragma once
 
 #include <cmath>
@@ -15,8 +20,9 @@
 
 #include "../../core/family.hpp"
 #include "../../core/tensor_view.hpp"
-#include "../linalg/eigen_types.hpp"
+#include "../io/checkpoint_io.hpp"
 #include "../io/token_io.hpp"
+#include "../linalg/eigen_types.hpp"
 #include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
@@ -29,40 +35,81 @@ class token_worker {
   using state_scalar = A;  // state and accumulation
   static constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
 
-  token_worker(index_t K, index_t V) : H_(K, V), q_(K), k_(K), u_(V), o_(V) {}
+  token_worker(index_t K, index_t V) : K_(K), V_(V), q_(K), k_(K), dq_(K), dk_(K), decay_(K), u_(V), a_(V), o_(V) {}
 
-  /// Runs tokens [t0, t0 + n) of batch row b for value head hv (q/k head hq), reading the
-  /// state from s_in(seq) and writing it to s_out(seq) (either may be absent or alias).
+  /// Runs tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq) of sequence seq,
+  /// reading the state from slot `slot` of s_in and writing it to slot `slot` of s_out
+  /// (either view may be absent or alias the other; slot < 0: zero start, nothing written)
+  /// and the checkpoints of the sequence (cp).
   template <class S0, class S1>
-  void run(const inputs_t& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out,
-           index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
-    load_state(s_in, seq, hv, H_);
+  void run(const inputs_t& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out, index_t slot,
+           index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale,
+           const checkpoint_writer<A>& cp = {}) {
+    if (in_place(s_in, s_out, slot)) {
+      state_map H(&s_out(slot, hv, 0, 0), K_, V_, Eigen::OuterStride<>(s_out.stride(2)));
+      tokens(in, out, H, seq, b, t0, n, hq, hv, scale, cp);
+      return;
+    }
+    H_.resize(K_, V_);  // [K, V], only off the in-place path
+    load_state(s_in, slot, hv, H_);
+    state_map H(H_.data(), K_, V_, Eigen::OuterStride<>(V_));
+    tokens(in, out, H, seq, b, t0, n, hq, hv, scale, cp);
+    store_state(s_out, slot, hv, H_);
+  }
+
+ private:
+  using state_map = Eigen::Map<mat<A>, Eigen::Unaligned, Eigen::OuterStride<>>;  // [K, V]
+
+  template <class S0, class S1>
+  static bool in_place(const S0& s_in, const S1& s_out, index_t slot) {
+    return slot >= 0 && s_in.given() && s_out.given() &&
+           static_cast<const void*>(s_in.data()) == static_cast<const void*>(s_out.data()) &&
+           s_in.extents() == s_out.extents() && s_in.strides() == s_out.strides() && s_out.stride(3) == 1;
+  }
+
+  void tokens(const inputs_t& in, const tensor_view<T, 4>& out, state_map& H, index_t seq, index_t b, index_t t0,
+              index_t n, index_t hq, index_t hv, A scale, const checkpoint_writer<A>& cp) {
     for (index_t t = t0; t < t0 + n; ++t) {
       load_rows(in.q, b, t, hq, 1, q_, scale);
       load_rows(in.k, b, t, hq, 1, k_, A(1));
       load_rows(in.v, b, t, hv, 1, u_, A(1));
+      A beta = A(1);
+      if constexpr (corrects)  // unit key, value over |k|, beta |k|^2: the same update for any key norm
+        beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });
       if constexpr (Rule::decay == decay_kind::scalar) {
-        H_ *= std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv)));
+        decay_.setConstant(std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv))));
       } else if constexpr (Rule::decay == decay_kind::vector) {
-        for (index_t d = 0; d < H_.rows(); ++d) H_.row(d) *= std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv, d)));
+        for (index_t d = 0; d < K_; ++d) decay_(d) = std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv, d)));
       }
-      if constexpr (corrects) {
-        // Unit key, value over |k|, beta |k|^2: the same update for any key norm.
-        const A beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });
-        u_.noalias() -= k_ * H_;  // v - S k   [V]
-        u_ *= beta;
+      if constexpr (Rule::decay == decay_kind::none) {
+        dk_ = k_, dq_ = q_;
+      } else {
+        dk_ = decay_.cwiseProduct(k_), dq_ = decay_.cwiseProduct(q_);
       }
-      H_.noalias() += k_.transpose() * u_;
-      o_.noalias() = q_ * H_;
+      // Pass 1: a = (d k)^T H, o = (d q)^T H.
+      a_.setZero();
+      o_.setZero();
+      for (index_t i = 0; i < K_; ++i) {
+        a_.noalias() += dk_(i) * H.row(i);
+        o_.noalias() += dq_(i) * H.row(i);
+      }
+      if constexpr (corrects) u_ = beta * (u_ - a_);  // beta (v - S d k)   [V]
+      o_.noalias() += q_.dot(k_) * u_;
+      // Pass 2: H <- diag(d) H + k u^T.
+      for (index_t i = 0; i < K_; ++i) {
+        if constexpr (Rule::decay == decay_kind::none) H.row(i).noalias() += k_(i) * u_;
+        else H.row(i) = decay_(i) * H.row(i) + k_(i) * u_;
+      }
       store_rows(out, b, t, hv, 1, o_);
+      if (cp.active()) cp.after(seq, hv, t - t0 + 1, n, H);
     }
-    store_state(s_out, seq, hv, H_);
   }
 
- private:
-  mat<A> H_;                // [K, V]
-  row_vec<A> q_, k_, u_;    // [K], [K], [V]  (u: the value, then what is written)
-  row_vec<A> o_;            // [V]
+  index_t K_, V_;
+  mat<A> H_;                        // [K, V] the state off the in-place path
+  row_vec<A> q_, k_, dq_, dk_;      // [K]: q, k and their decayed copies
+  row_vec<A> decay_;                // [K]: the decay factor of each key row
+  row_vec<A> u_, a_, o_;            // [V]: the value, then what is written; (d k)^T H; the output
 };
 
 }  // namespace linattn::cpu
