@@ -162,6 +162,8 @@ class call_checker {
   /// Where the caller's offsets live, when options::cu_seqlens is a host copy of them (a
   /// backend that reads device-memory offsets on the host), for the overlap checks.
   void cu_seqlens_region(const memory_region& r) { cu_region_ = r; }
+  /// The same for options::state_indices.
+  void state_indices_region(const memory_region& r) { slots_region_ = r; }
 
   /// Throws `linattn::error` with the function name and argument prefixed.
   [[noreturn]] void fail(const std::string& arg, const std::string& msg) const {
@@ -285,7 +287,7 @@ class call_checker {
       if (pool.empty())
         fail("options.state_indices", "is set but no state view is, expected options.initial_state and/or "
                                       "options.final_state as the pool [P, HV, K, V]");
-      inputs_.push_back(region_of("options.state_indices", idx));
+      inputs_.push_back(slots_region_ ? *slots_region_ : region_of("options.state_indices", idx));
       p_.slots = checked_slots(idx, "options.state_indices", p_.N, P, pool,
                                [this](const char* a, const std::string& m) { fail(a, m); });
     }
@@ -381,6 +383,7 @@ class call_checker {
   std::vector<memory_region> outputs_;        // written views, in the order they are named
   std::vector<std::pair<const char*, const char*>> partners_;  // (output, the input it may replace)
   std::optional<memory_region> cu_region_;                    // see cu_seqlens_region
+  std::optional<memory_region> slots_region_;                 // see state_indices_region
 };
 
 /// Validates a call of `Rule` (form `f`; `state`: decode_step's in-place state) and returns

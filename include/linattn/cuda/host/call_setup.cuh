@@ -24,7 +24,8 @@ using linattn::detail::form;
 using linattn::detail::problem;
 
 /// Host copy of options::cu_seqlens (which may live in host or device memory): the offsets are
-/// read once per call on the host, to validate them and to build the chunk table.
+/// read once per call on the host, to validate them and to build the chunk table. Also copies
+/// options::state_indices for validation (the kernels read the caller's device copy).
 class host_seqlens {
  public:
   explicit host_seqlens(const seqlens_view& cu) {
@@ -81,10 +82,16 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   options<float> host_opt = opt;
   host_opt.cu_seqlens = cu.view();
   host_opt.check_finite = false;
+  const host_seqlens slots(opt.state_indices);  // read on the host once, to validate them
+  host_opt.state_indices = slots.view();
   linattn::detail::call_checker<Rule, T, float> checker(f, in, host_opt, "linattn::cuda::");
-  // The overlap checks look at where the caller's offsets live (host or device), not at the copy.
+  // The overlap checks look at where the caller's lists live (host or device), not at the copies.
   if (opt.cu_seqlens.given() && !opt.cu_seqlens.null())
     checker.cu_seqlens_region(linattn::detail::region_of("options.cu_seqlens", opt.cu_seqlens));
+  if (opt.state_indices.given() && !opt.state_indices.null())
+    checker.state_indices_region(linattn::detail::region_of("options.state_indices", opt.state_indices));
+  if (opt.checkpoint_every != 0 || opt.checkpoints.given())
+    checker.fail("options.checkpoints", "is set; the CUDA backend writes no checkpoints (leave checkpoint_every = 0)");
   problem p = checker.check(out, state);
   if (opt.check_finite)
     checker.fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");
@@ -104,6 +111,7 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   if (state) device_view("state", state->data());
   device_view("options.initial_state", opt.initial_state.data());
   device_view("options.final_state", opt.final_state.data());
+  if (opt.state_indices.given()) device_view("options.state_indices", opt.state_indices.data());
   return p;
 }
 
