@@ -86,23 +86,63 @@ class token_worker {
       } else {
         dk_ = decay_.cwiseProduct(k_), dq_ = decay_.cwiseProduct(q_);
       }
-      // Pass 1: a = (d k)^T H, o = (d q)^T H.
-      a_.setZero();
-      o_.setZero();
-      for (index_t i = 0; i < K_; ++i) {
-        a_.noalias() += dk_(i) * H.row(i);
-        o_.noalias() += dq_(i) * H.row(i);
-      }
+      read_pass(H);  // a = (d k)^T H, o = (d q)^T H
       if constexpr (corrects) u_ = beta * (u_ - a_);  // beta (v - S d k)   [V]
       o_.noalias() += q_.dot(k_) * u_;
-      // Pass 2: H <- diag(d) H + k u^T.
-      for (index_t i = 0; i < K_; ++i) {
-        if constexpr (Rule::decay == decay_kind::none) H.row(i).noalias() += k_(i) * u_;
-        else H.row(i) = decay_(i) * H.row(i) + k_(i) * u_;
-      }
+      write_pass(H);  // H <- diag(d) H + k u^T
       store_rows(out, b, t, hv, 1, o_);
       if (cp.active()) cp.after(seq, hv, t - t0 + 1, n, H);
     }
+  }
+
+  /// Columns per register block of the read pass: two accumulators of four 64-byte vectors.
+  static constexpr index_t column_block = 4 * 64 / index_t(sizeof(A));
+  using block = Eigen::Array<A, 1, column_block>;
+
+  /// a_ = dk_^T H and o_ = dq_^T H in one read of H: the columns go in blocks whose two
+  /// accumulators stay in registers over all K rows (one load of H per two multiply-adds);
+  /// each column's sum runs over the rows in order, in the blocks and in the tail alike.
+  void read_pass(const state_map& H) {
+    const A* const h0 = H.data();
+    const index_t ld = H.outerStride();
+    index_t j = 0;
+    for (; j + column_block <= V_; j += column_block) {
+      block ak = block::Zero(), aq = block::Zero();
+      for (index_t i = 0; i < K_; ++i) {
+        const block h = Eigen::Map<const block>(h0 + i * ld + j);
+        ak += dk_(i) * h;
+        aq += dq_(i) * h;
+      }
+      a_.template segment<column_block>(j) = ak.matrix();
+      o_.template segment<column_block>(j) = aq.matrix();
+    }
+    if (j == V_) return;
+    const index_t w = V_ - j;
+    a_.tail(w).setZero();
+    o_.tail(w).setZero();
+    for (index_t i = 0; i < K_; ++i) {
+      a_.tail(w).noalias() += dk_(i) * H.row(i).tail(w);
+      o_.tail(w).noalias() += dq_(i) * H.row(i).tail(w);
+    }
+  }
+
+  /// H <- diag(d) H + k u^T in one read-modify-write of H, in the same column blocks (u's
+  /// block stays in registers over all K rows).
+  void write_pass(state_map& H) {
+    const auto row_update = [&](auto&& h, const auto& u, index_t i) {
+      if constexpr (Rule::decay == decay_kind::none) h += k_(i) * u;
+      else h = decay_(i) * h + k_(i) * u;
+    };
+    A* const h = H.data();  // locals: the stores below cannot change them
+    const index_t ld = H.outerStride();
+    index_t j = 0;
+    for (; j + column_block <= V_; j += column_block) {
+      const block ub = u_.template segment<column_block>(j).array();
+      for (index_t i = 0; i < K_; ++i) row_update(Eigen::Map<block>(h + i * ld + j), ub, i);
+    }
+    if (j == V_) return;
+    const index_t w = V_ - j;
+    for (index_t i = 0; i < K_; ++i) row_update(H.row(i).tail(w).array(), u_.tail(w).array(), i);
   }
 
   index_t K_, V_;
