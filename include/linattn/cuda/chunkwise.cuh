@@ -135,7 +135,6 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()));
   detail::scratch ws(plan.workspace.bytes, stream);
   detail::chunk_args<Rule, E> args(in, out, opt.initial_state, opt.final_state, p);
-  args.use_slots(opt.state_indices);
   plan.bind(args, ws, p, stream);
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     kernels::template run<Rule, decltype(k)::value, decltype(v)::value>(plan, args, stream);

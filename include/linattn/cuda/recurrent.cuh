@@ -45,16 +45,15 @@ void recurrent_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::recurrent, in, out, opt, nullptr, cu);
-  detail::token_args<Rule, E> args(in, out, opt.initial_state, opt.final_state, p);
-  args.use_slots(opt.state_indices);
-  detail::run_tokens(args, p, stream);
+  detail::run_tokens(detail::token_args<Rule, E>(in, out, opt.initial_state, opt.final_state, p), p, stream);
 }
 
 /// One step per sequence on device memory: inputs `[B, T, ...]` (usually T = 1), out
 /// `[B, T, HV, V]`, `state` `[B, HV, K, V]` (fp32) read and updated in place, queued on
-/// `stream`. With options::state_indices (device memory, N int32/int64 entries) `state` is a
-/// pool `[P, HV, K, V]` and sequence n updates slot state_indices[n] (negative: from zero, not
-/// written); the indices are copied to the host once to validate them (a synchronisation).
+/// `stream`. With options::state_indices (N int32/int64 entries) `state` is a pool
+/// `[P, HV, K, V]` and sequence n updates slot state_indices[n] (negative: from zero, not
+/// written). The indices are validated on the host and uploaded with the call's tables: host
+/// memory costs no synchronisation; device memory is copied to the host first (one).
 template <rule Rule, class T>
 void decode_step(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                  tensor_view<T, 4> out, tensor_view<float, 4> state, const options<float>& opt = {},
@@ -63,9 +62,7 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::decode, in, out, opt, &state, cu);
-  detail::token_args<Rule, E> args(in, out, state, state, p);
-  args.use_slots(opt.state_indices);
-  detail::run_tokens(args, p, stream);
+  detail::run_tokens(detail::token_args<Rule, E>(in, out, state, state, p), p, stream);
 }
 
 }  // namespace linattn::cuda

@@ -22,6 +22,12 @@ class checkpoint_writer {
   checkpoint_writer(const options<A>& opt, const detail::problem& p) : view_(opt.checkpoints), every_(p.checkpoint_every) {}
 
   bool active() const { return every_ > 0; }
+  /// Every token's state is a checkpoint and rows have unit stride: the token worker writes
+  /// each state straight into its entry (speculative decoding) instead of copying it there.
+  bool every_token_rows() const { return every_ == 1 && view_.stride(4) == 1; }
+  /// Entry (seq, j, hv): its first element and the stride between its K rows.
+  A* entry(index_t seq, index_t j, index_t hv) const { return &view_(seq, j, hv, 0, 0); }
+  index_t row_stride() const { return view_.stride(3); }
 
   /// H ([K, V], any Eigen row-major expression) is the state of sequence seq (of `length`
   /// tokens), value head hv, after `done` of its tokens: stored when that ends an interval.

@@ -5,6 +5,8 @@
 /// Sequences and chunks are `span`s of tables the host builds (host/plan.cuh).
 #pragma once
 
+#include <cstdint>
+
 #include "../../core/options.hpp"
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
@@ -27,9 +29,7 @@ struct call_args {
   tensor_view<const float, 4> s0;  // [N, HV, K, V] or not given
   tensor_view<float, 4> s1;        // [N, HV, K, V] or not given (may alias s0)
   const span* seqs = nullptr;      // [N], or null: sequence n is batch row n, all `length` tokens
-  const void* slots = nullptr;     // options::state_indices in device memory ([N] int32 or int64), or null
-  index_t slot_stride = 1;
-  bool slots_wide = false;
+  const std::int64_t* slots = nullptr;  // [N] pool slots (the plan's copy of options::state_indices), or null
   int length = 0;                  // T
   int group = 1;                   // HV / H
   float scale = 1.0f;
@@ -41,17 +41,8 @@ struct call_args {
       : in(inputs), out(output), s0(state_in), s1(state_out), length(int(p.T)), group(int(p.group)),
         scale(float(p.scale)) {}
 
-  /// Reads the states through a pool: sequence n uses slot indices[n] of s0 and s1.
-  void use_slots(const integer_list_view& indices) {
-    if (!indices.given()) return;
-    slots = indices.data(), slot_stride = indices.stride(), slots_wide = indices.wide();
-  }
   /// The state slot of sequence n: n itself, or its pool slot (negative: none).
-  __device__ index_t slot(index_t n) const {
-    if (!slots) return n;
-    return slots_wide ? index_t(static_cast<const std::int64_t*>(slots)[n * slot_stride])
-                      : index_t(static_cast<const std::int32_t*>(slots)[n * slot_stride]);
-  }
+  __device__ index_t slot(index_t n) const { return slots ? index_t(slots[n]) : n; }
 
   /// Sequence n: from the table, or batch row n.
   __device__ span sequence(index_t n) const {
