@@ -199,7 +199,7 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
     // must keep it. The pool is read and written in place.
     const index_t P = N + 2, per = index_t(d.HV) * d.K * d.V;
     std::vector<double> pool_host(std::size_t(P * per), 7.0);
-    std::vector<std::int32_t> slots(std::size_t(N));
+    std::vector<std::int32_t> slots(static_cast<std::size_t>(N), 0);
     for (index_t n = 0; n < N; ++n) {
       slots[std::size_t(n)] = std::int32_t(N + 1 - n);
       for (index_t e = 0; e < per; ++e)
