@@ -629,3 +629,60 @@ TEMPLATE_LIST_TEST_CASE("serving: bad indices, checkpoints and counts are reject
     expect_rejected([&] { la::recurrent_forward<Rule>(tb.inputs(), out.view(), o); }, {"'options.initial_state'", "non-finite"});
   }
 }
+
+// ---- RLS: state [N, HV, K, V + K] through a pool ------------------------------------------
+
+TEST_CASE("state pool: RLS reads and writes its (S, P) state through state_indices", "[serving][pool][rls]") {
+  using T = double;
+  std::mt19937_64 rng(12);
+  const index_t B = 3, Tn = 6, H = 1, HV = 2, K = 3, V = 4, C = V + K, P = 5;
+  std::normal_distribution<double> normal;
+  auto random = [&](std::size_t n) {
+    std::vector<T> x(n);
+    for (auto& e : x) e = normal(rng);
+    return x;
+  };
+  std::vector<T> q = random(std::size_t(B * Tn * H * K)), k = random(q.size()), v = random(std::size_t(B * Tn * HV * V));
+  std::vector<T> g(std::size_t(B * Tn * HV), -0.05), out_pool(v.size()), out_plain(v.size());
+  // A pool of valid RLS states: S random, P = I / 2 (symmetric positive definite).
+  std::vector<T> pool(std::size_t(P * HV * K * C));
+  for (index_t s = 0; s < P * HV; ++s)
+    for (index_t i = 0; i < K; ++i)
+      for (index_t j = 0; j < C; ++j) pool[std::size_t((s * K + i) * C + j)] = j < V ? normal(rng) : (j - V == i ? 0.5 : 0.0);
+  const std::vector<T> before = pool;
+  const std::vector<std::int64_t> slots{3, -1, 0};
+  la::RLS::inputs<T> in{.q = la::view(q.data(), B, Tn, H, K), .k = la::view(k.data(), B, Tn, H, K),
+                        .v = la::view(v.data(), B, Tn, HV, V), .g = la::view(g.data(), B, Tn, HV), .delta = 2.0};
+  // Plain: the gathered states; the sequence without a slot starts from S = 0, P = I / delta.
+  std::vector<T> plain(std::size_t(B * HV * K * C), 0.0);
+  la::RLS::init_state(la::view(plain.data(), B, HV, K, C), 2.0);
+  for (index_t n = 0; n < B; ++n)
+    if (slots[std::size_t(n)] >= 0)
+      std::copy_n(before.begin() + slots[std::size_t(n)] * HV * K * C, HV * K * C, plain.begin() + n * HV * K * C);
+  la::options<T> opt;
+  opt.initial_state = la::view(plain.data(), B, HV, K, C);
+  opt.final_state = la::view(plain.data(), B, HV, K, C);
+  la::recurrent_forward<la::RLS>(in, la::view(out_plain.data(), B, Tn, HV, V), opt);
+  la::options<T> pooled;
+  pooled.state_indices = la::view(slots.data(), slots.size());
+  pooled.initial_state = la::view(pool.data(), P, HV, K, C);
+  pooled.final_state = la::view(pool.data(), P, HV, K, C);
+  la::recurrent_forward<la::RLS>(in, la::view(out_pool.data(), B, Tn, HV, V), pooled);
+  CHECK(out_pool == out_plain);  // the same path: bit for bit
+  for (index_t s = 0; s < P; ++s) {
+    const auto n = std::find(slots.begin(), slots.end(), s) - slots.begin();
+    const auto got = std::vector<T>(pool.begin() + s * HV * K * C, pool.begin() + (s + 1) * HV * K * C);
+    if (n == std::ptrdiff_t(slots.size()))
+      CHECK(got == std::vector<T>(before.begin() + s * HV * K * C, before.begin() + (s + 1) * HV * K * C));
+    else
+      CHECK(got == std::vector<T>(plain.begin() + n * HV * K * C, plain.begin() + (n + 1) * HV * K * C));
+  }
+  // Checkpoints are refused for RLS, before anything is written.
+  std::vector<T> cp(std::size_t(B * Tn * HV * K * C), 0.0);
+  pooled.checkpoint_every = 1;
+  pooled.checkpoints = la::view(cp.data(), B, Tn, HV, K, C);
+  const std::vector<T> kept = pool;
+  expect_rejected([&] { la::recurrent_forward<la::RLS>(in, la::view(out_pool.data(), B, Tn, HV, V), pooled); },
+                  {"'options.checkpoints' is set, expected none: RLS writes no checkpoints"});
+  CHECK(pool == kept);
+}
