@@ -204,35 +204,57 @@ void bench_form(benchmark::State& state, form f, const shape& s, double flops) {
 constexpr index_t decode_H = 16, decode_D = 128;
 constexpr double decode_state_bytes = double(decode_H * decode_D * decode_D * sizeof(float));
 
-void bench_decode(benchmark::State& state, index_t states) {
-  const index_t H = decode_H, D = decode_D, per = H * D * D;
+/// How a decode row calls the library: `states` distinct states cycled through (contiguous
+/// [1, H, K, V] each) or, with `pool`, slot 5 of an [8, H, K, V] pool through
+/// options::state_indices; `drafts` > 0: verify_drafts of that many draft tokens (the pool is
+/// read, the state after each draft token written) instead of one decode_step.
+struct decode_setup {
+  index_t states = 1;
+  int threads = 1;
+  bool pool = false;
+  index_t drafts = 0;
+};
+
+void bench_decode(benchmark::State& state, const decode_setup& c) {
+  const index_t H = decode_H, D = decode_D, per = H * D * D, T = std::max<index_t>(1, c.drafts);
+  const index_t slots = c.pool ? 8 : c.states;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> q(H * D), k(H * D), v(H * D), out(H * D), g(H), beta(H);
-  std::vector<float> s(static_cast<std::size_t>(states * per));
+  std::vector<float> q(T * H * D), k(T * H * D), v(T * H * D), out(T * H * D), g(T * H), beta(T * H);
+  std::vector<float> s(static_cast<std::size_t>(slots * per)), drafts(static_cast<std::size_t>(c.drafts * per));
   for (float& x : q) x = normal(rng);
   for (float& x : v) x = normal(rng);
   for (float& x : s) x = 0.01f * normal(rng);
-  for (index_t h = 0; h < H; ++h) {
+  for (index_t th = 0; th < T * H; ++th) {
     float n2 = 0;
-    for (index_t j = 0; j < D; ++j) n2 += (k[h * D + j] = normal(rng)) * k[h * D + j];
-    for (index_t j = 0; j < D; ++j) k[h * D + j] /= std::sqrt(n2);
-    g[h] = log_sigmoid(normal(rng) + 2.0f) / 16.0f;
-    beta[h] = 1.0f / (1.0f + std::exp(-normal(rng)));
+    for (index_t j = 0; j < D; ++j) n2 += (k[th * D + j] = normal(rng)) * k[th * D + j];
+    for (index_t j = 0; j < D; ++j) k[th * D + j] /= std::sqrt(n2);
+    g[th] = log_sigmoid(normal(rng) + 2.0f) / 16.0f;
+    beta[th] = 1.0f / (1.0f + std::exp(-normal(rng)));
   }
-  const la::GatedDelta::inputs<float> in{.q = la::view(q.data(), 1, 1, H, D), .k = la::view(k.data(), 1, 1, H, D),
-                                         .v = la::view(v.data(), 1, 1, H, D), .g = la::view(g.data(), 1, 1, H),
-                                         .beta = la::view(beta.data(), 1, 1, H)};
+  const la::GatedDelta::inputs<float> in{.q = la::view(q.data(), 1, T, H, D), .k = la::view(k.data(), 1, T, H, D),
+                                         .v = la::view(v.data(), 1, T, H, D), .g = la::view(g.data(), 1, T, H),
+                                         .beta = la::view(beta.data(), 1, T, H)};
   la::options<float> opt;
-  opt.threads = 1;
+  opt.threads = c.threads;
+  const std::int32_t slot = 5;
+  if (c.pool) opt.state_indices = la::view(&slot, 1);
   index_t i = 0;
   for (auto _ : state) {
-    la::decode_step<la::GatedDelta>(in, la::view(out.data(), 1, 1, H, D), la::view(s.data() + i * per, 1, H, D, D), opt);
-    i = (i + 1) % states;
+    const auto o = la::view(out.data(), 1, T, H, D);
+    if (c.drafts > 0) {
+      la::verify_drafts<la::GatedDelta>(in, o, la::view(s.data(), slots, H, D, D),
+                                        la::view(drafts.data(), 1, c.drafts, H, D, D), opt);
+    } else if (c.pool) {
+      la::decode_step<la::GatedDelta>(in, o, la::view(s.data(), slots, H, D, D), opt);
+    } else {
+      la::decode_step<la::GatedDelta>(in, o, la::view(s.data() + i * per, 1, H, D, D), opt);
+      i = (i + 1) % c.states;
+    }
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  state.counters["tokens_per_s"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(double(state.iterations() * T), benchmark::Counter::kIsRate);
   state.counters["bytes_per_second"] =
       benchmark::Counter(2 * decode_state_bytes * double(state.iterations()), benchmark::Counter::kIsRate);
 }
@@ -355,14 +377,27 @@ void register_all(mode m) {
     }
   } else if (m == mode::decode) {
     const run_settings r{0, 0, 5};
-    const auto reg = [&](const char* name, auto fn) {
-      add_row(name, row_info{"", form::recurrent, shape{}, 0});
-      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name, fn);
-      apply(b, r, false);
+    const auto reg = [&](const std::string& name, auto fn, bool wall = false) {
+      row_info info{"", form::recurrent, shape{}, 0};
+      info.real_time = wall;
+      add_row(name, info);
+      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(name.c_str(), fn);
+      apply(b, r, wall);
       b->Unit(benchmark::kMicrosecond);
     };
-    reg("GatedDelta/decode/H:16/K:128/states:1", [](benchmark::State& st) { bench_decode(st, 1); });
-    reg("GatedDelta/decode/H:16/K:128/states:256", [](benchmark::State& st) { bench_decode(st, 256); });
+    reg("GatedDelta/decode/H:16/K:128/states:1", [](benchmark::State& st) { bench_decode(st, {}); });
+    reg("GatedDelta/decode/H:16/K:128/states:256", [](benchmark::State& st) { bench_decode(st, {.states = 256}); });
+    // Serving rows, wall time (one and two threads compare): contiguous state vs slot 5 of a
+    // pool, and verify_drafts of 4 draft tokens from the pool.
+    for (const int th : {1, 2}) {
+      const std::string t = "/threads:" + std::to_string(th);
+      reg("GatedDelta/decode/contiguous" + t,
+          [th](benchmark::State& st) { bench_decode(st, {.threads = th}); }, true);
+      reg("GatedDelta/decode/pool" + t,
+          [th](benchmark::State& st) { bench_decode(st, {.threads = th, .pool = true}); }, true);
+      reg("GatedDelta/verify_drafts:4/pool" + t,
+          [th](benchmark::State& st) { bench_decode(st, {.threads = th, .pool = true, .drafts = 4}); }, true);
+    }
     reg("copy_state/states:1", [](benchmark::State& st) { bench_copy(st, decode_state_bytes, 1); });
     reg("copy_state/states:256", [](benchmark::State& st) { bench_copy(st, decode_state_bytes, 256); });
   } else if (m == mode::sweep) {
@@ -524,6 +559,22 @@ class summary_reporter : public median_reporter {
       line("%-42s %10.1f %10.2f %9s", name.c_str(), t * 1e6, 2 * decode_state_bytes / t * 1e-9,
            floor > 0 ? fixed(t / floor, "%.2fx").c_str() : "-");
     }
+    // Serving ratios (wall time): pool / contiguous, 1 thread / 2 threads, verify 4 / decode.
+    const auto ratio = [&](const char* what, const std::string& a, const std::string& b) {
+      const double ta = seconds(a), tb = seconds(b);
+      if (ta > 0 && tb > 0) line("%-58s %6.2fx", what, ta / tb);
+    };
+    line("\nServing ratios (wall time)");
+    for (const char* th : {"1", "2"}) {
+      const std::string t = std::string("/threads:") + th;
+      ratio(("pool / contiguous decode, threads " + std::string(th)).c_str(), "GatedDelta/decode/pool" + t,
+            "GatedDelta/decode/contiguous" + t);
+      ratio(("verify_drafts:4 / pool decode, threads " + std::string(th)).c_str(),
+            "GatedDelta/verify_drafts:4/pool" + t, "GatedDelta/decode/pool" + t);
+    }
+    ratio("contiguous decode: 1 thread / 2 threads", "GatedDelta/decode/contiguous/threads:1",
+          "GatedDelta/decode/contiguous/threads:2");
+    ratio("pool decode: 1 thread / 2 threads", "GatedDelta/decode/pool/threads:1", "GatedDelta/decode/pool/threads:2");
   }
 
   /// One line per (rule, K, T): recurrent time, speed-ups of parallel and of each chunk size,

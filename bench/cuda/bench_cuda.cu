@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -180,6 +181,21 @@ row decode(int B, int H, int D, int reps, double bw) {
   return {"GatedDelta bf16 decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};  // state read + written
 }
 
+/// The same decode step with the states in a pool of 2B slots, sequence n in slot
+/// 2(B - 1 - n) + 1 (options::state_indices in host memory: validated on the host and
+/// uploaded with the call, no synchronisation); the bytes moved are those of contiguous decode.
+row decode_pool(int B, int H, int D, int reps, double bw) {
+  const gated_delta_buffers x(2 * B, 1, H, D, 11);  // 2B states: the pool; the first B token rows are used
+  const gated_delta_buffers tokens(B, 1, H, D, 12);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(B), 0);
+  for (int n = 0; n < B; ++n) slots[std::size_t(n)] = 2 * (B - 1 - n) + 1;
+  la::options<float> opt;
+  opt.state_indices = la::view(static_cast<const std::int32_t*>(slots.data()), std::size_t(B));
+  const auto in = tokens.inputs();
+  const double ms = median_ms([&] { la::cuda::decode_step<la::GatedDelta>(in, tokens.out(), x.states(), opt); }, reps);
+  return {"GatedDelta bf16 decode, pool", B, 1, H, D, ms, 2.0 * tokens.state_bytes() / bw * 1e3};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,7 +221,10 @@ int main(int argc, char** argv) {
   }
   for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
   rows.push_back(forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw));
-  for (int B : {1, 8, 32, 64}) rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
+  for (int B : {1, 8, 32, 64, 256}) {
+    rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
+  }
 
   std::printf("\n%-32s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");
   for (const auto& r : rows)

@@ -17,6 +17,7 @@
 #include "forms/parallel.hpp"
 #include "forms/recurrent.hpp"
 #include "forms/recurrent_backward.hpp"
+#include "forms/speculative.hpp"
 #include "rules/hebbian.hpp"
 #include "rules/scalar_decay.hpp"
 #include "rules/vector_decay.hpp"

@@ -194,7 +194,37 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
     }
   }
   outcome r;
-  if (f == form::decode) {
+  if (c.through_pool) {
+    // [P, HV, K, V] with P = N + 2: sequence n in slot N + 1 - n; slots 0 and 1 hold 7.0 and
+    // must keep it. The pool is read and written in place.
+    const index_t P = N + 2, per = index_t(d.HV) * d.K * d.V;
+    std::vector<double> pool_host(std::size_t(P * per), 7.0);
+    std::vector<std::int32_t> slots(static_cast<std::size_t>(N), 0);
+    for (index_t n = 0; n < N; ++n) {
+      slots[std::size_t(n)] = std::int32_t(N + 1 - n);
+      for (index_t e = 0; e < per; ++e)
+        pool_host[std::size_t((N + 1 - n) * per + e)] = c.use_s0 ? p.s0[std::size_t(n * per + e)] : 0.0;
+    }
+    device_memory pool(pool_host.size() * sizeof(float)), idx(slots.size() * sizeof(std::int32_t));
+    write_floats(pool, pool_host);
+    ok(cudaMemcpy(idx.as<std::int32_t>(), slots.data(), idx.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    const auto pool_view = la::view(pool.as<float>(), P, index_t(d.HV), index_t(d.K), index_t(d.V));
+    opt.state_indices = la::tensor_view<const std::int32_t, 1>(c.slots_on_host ? slots.data() : idx.as<std::int32_t>(), {N}, {1});
+    if (f == form::decode) {
+      for (index_t t = 0; t < d.T; ++t) la::cuda::decode_step<Rule>(dp.at(t), token(out.view, t), pool_view, opt);
+    } else {
+      opt.initial_state = pool_view;
+      opt.final_state = pool_view;
+      if (f == form::chunkwise) la::cuda::chunkwise_forward<Rule>(dp.in, out.view, opt);
+      else la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
+    }
+    ok(cudaDeviceSynchronize(), name(f));
+    const std::vector<double> after = read_floats(pool);
+    for (index_t e = 0; e < 2 * per; ++e)
+      if (after[std::size_t(e)] != 7.0) r.pool_others_untouched = false;
+    for (index_t n = 0; n < N; ++n)
+      r.s.insert(r.s.end(), after.begin() + std::ptrdiff_t((N + 1 - n) * per), after.begin() + std::ptrdiff_t((N + 2 - n) * per));
+  } else if (f == form::decode) {
     for (index_t t = 0; t < d.T; ++t)
       la::cuda::decode_step<Rule>(dp.at(t), token(out.view, t), state_view(s0), la::options<float>{.scale = p.scale});
     ok(cudaDeviceSynchronize(), "decode_step");
@@ -239,6 +269,15 @@ std::string bad_call(const char* what) {
   auto in = dp.in;
   if (w == "host_pointer") in.q = la::view(static_cast<const float*>(host_q.data()), 1, 5, 1, K);
   if (w == "chunk_size") opt.chunk_size = 32;
+  const std::int32_t two[1] = {2};  // slot 2 of a pool of 2
+  device_memory idx(sizeof(two)), pool(std::size_t(2 * K * 64) * sizeof(float));
+  ok(cudaMemcpy(idx.as<std::int32_t>(), two, sizeof(two), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  if (w == "state_index") {
+    opt.state_indices = la::tensor_view<const std::int32_t, 1>(idx.as<std::int32_t>(), {1}, {1});
+    opt.initial_state = la::view(pool.as<float>(), 2, 1, K, 64);
+    opt.final_state = la::view(pool.as<float>(), 2, 1, K, 64);
+  }
+  if (w == "checkpoints") opt.checkpoint_every = 64;
   try {
     la::cuda::chunkwise_forward<Rule>(in, out.view, opt);
   } catch (const la::error& e) {

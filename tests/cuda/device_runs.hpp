@@ -26,12 +26,16 @@ struct config {
   bool want_state = true;    // ask for the final state
   bool head_first = false;   // q, k, v, out stored [B, H, T, D] (strided views)
   bool cu_on_device = true;  // cu_seqlens in device memory (else host memory)
+  bool through_pool = false; // states in a pool of N + 2 slots, sequence n in slot N + 1 - n
+                             // (options::state_indices, the pool in place)
+  bool slots_on_host = false;  // through_pool: state_indices in host memory (else device memory)
 };
 
 struct outcome {
   std::vector<double> o;  // [B, T, HV, V]
   std::vector<double> s;  // [N, HV, K, V] (empty unless asked for)
   bool out_all_written = true;  // no NaN left from the poison
+  bool pool_others_untouched = true;  // through_pool: the two slots no sequence uses kept their bits
 };
 
 /// True when a CUDA device is usable; otherwise `why` says what the runtime answered.

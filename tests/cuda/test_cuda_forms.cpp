@@ -69,6 +69,7 @@ void check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t
   const auto got = cuda_tests::run<Rule>(p, t, f, sc.c);
   INFO(Rule::name << " " << cuda_tests::name(f) << " " << cuda_tests::name(t) << ": " << sc.name);
   CHECK(got.out_all_written);
+  CHECK(got.pool_others_untouched);
   const double e_out = harness::rel_err(got.o, want.o);
   CHECK(e_out < tolerance(t));
   double e_state = 0;
@@ -105,6 +106,24 @@ TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]
       for (form f : {form::recurrent, form::chunkwise}) check_against_reference<TestType>(rng, sc, t, f, g);
 }
 
+TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::state_indices)", "[cuda][pool]",
+                   la::ScalarDecay, la::GatedDelta) {
+  std::mt19937_64 rng(21);
+  const shape_case cases[] = {
+      {"B3 T70 H2 HV4 K64 V128, pool", {3, 70, 2, 4, 64, 128}, {}, {.through_pool = true}},
+      {"packed 0,1,65,200 H1 HV2 K128 V64, pool", {1, 200, 1, 2, 128, 64}, {0, 1, 65, 200}, {.through_pool = true}},
+      {"B2 T40 H2 HV2 K128 V128, pool from zero states", {2, 40, 2, 2, 128, 128}, {}, {.use_s0 = false, .through_pool = true}},
+  };
+  for (const auto& sc : cases)
+    for (dtype t : {dtype::f32, dtype::bf16})
+      for (form f : {form::recurrent, form::chunkwise}) check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild);
+  const shape_case dec{"B4 T3 H2 HV4 K128 V64, decode through a pool", {4, 3, 2, 4, 128, 64}, {}, {.through_pool = true}};
+  check_against_reference<TestType>(rng, dec, dtype::f32, form::decode, harness::gates::mild);
+  const shape_case host{"B4 T3 H2 HV4 K128 V64, decode through a pool, indices in host memory", {4, 3, 2, 4, 128, 64}, {},
+                        {.through_pool = true, .slots_on_host = true}};
+  check_against_reference<TestType>(rng, host, dtype::bf16, form::decode, harness::gates::mild);
+}
+
 TEST_CASE("cuda chunkwise works again after the workspace is handed back", "[cuda]") {
   std::mt19937_64 rng(5);
   const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
@@ -121,6 +140,10 @@ TEST_CASE("cuda calls reject bad arguments before writing anything", "[cuda]") {
   CHECK(head.find("{64, 128}") != std::string::npos);
   const std::string chunk = cuda_tests::bad_call<la::Delta>("chunk_size");
   CHECK(chunk.find("argument 'options.chunk_size' is 32") != std::string::npos);
+  const std::string slot = cuda_tests::bad_call<la::GatedDelta>("state_index");
+  CHECK(slot.find("argument 'options.state_indices' has entry 0 = 2") != std::string::npos);
+  const std::string cps = cuda_tests::bad_call<la::GatedDelta>("checkpoints");
+  CHECK(cps.find("argument 'options.checkpoints'") != std::string::npos);
 }
 
 TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -1e5 among mild ones", "[cuda][gates]",

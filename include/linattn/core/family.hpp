@@ -13,12 +13,22 @@ namespace linattn {
 struct additive_family {};
 /// S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T: the delta-rule family.
 struct householder_family {};
-/// Nonlinear inner model trained by mini-batch gradient descent (TTT).
-struct ttt_family {};
-/// Recursive least squares: state (S, P), P the inverse weighted key covariance (RLS).
-struct rls_family {};
-/// Exponentially gated matrix memory with a normaliser and a max stabiliser (mLSTM).
-struct mlstm_family {};
+/// Nonlinear inner model trained by mini-batch gradient descent (TTT). Its state spans three
+/// views (weights, bias, mini-batch cache), so it has no state pool and no checkpoints.
+struct ttt_family {
+  static constexpr bool state_pool = false;
+  static constexpr bool checkpoints = false;
+};
+/// Recursive least squares: state (S, P), P the inverse weighted key covariance (RLS). State
+/// pools, no checkpoints.
+struct rls_family {
+  static constexpr bool checkpoints = false;
+};
+/// Exponentially gated matrix memory with a normaliser and a max stabiliser (mLSTM). State
+/// pools, no checkpoints.
+struct mlstm_family {
+  static constexpr bool checkpoints = false;
+};
 /// Nonparametric regression over all earlier tokens: no matrix state, a KV cache.
 struct softmax_family {
   static constexpr bool has_state = false;
@@ -34,6 +44,19 @@ template <class Family>
 inline constexpr bool family_has_state = [] {
   if constexpr (requires { Family::has_state; }) return bool(Family::has_state);
   else return true;
+}();
+
+/// Serving features of a family's algorithms (options::state_indices, options::checkpoints);
+/// a family tag opts out with `static constexpr bool state_pool = false` or `checkpoints = false`.
+template <class Family>
+inline constexpr bool family_has_state_pool = [] {
+  if constexpr (requires { Family::state_pool; }) return bool(Family::state_pool);
+  else return family_has_state<Family>;
+}();
+template <class Family>
+inline constexpr bool family_has_checkpoints = [] {
+  if constexpr (requires { Family::checkpoints; }) return bool(Family::checkpoints);
+  else return family_has_state<Family>;
 }();
 
 /// How a rule forgets: not at all, by one log gate per token and head, or by one per key dim.

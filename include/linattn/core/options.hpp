@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Per-call options shared by every form: scale, chunk size, state in/out, packed batches,
-/// threads and the optional input scan.
+/// state pools and checkpoints (serving), threads and the optional input scan.
 #pragma once
 
 #include <cstdint>
@@ -12,19 +12,20 @@
 
 namespace linattn {
 
-/// Offsets of a packed variable-length batch (`N + 1` entries, `0 = o_0 <= ... <= o_N = T`).
-/// Accepts 32- or 64-bit integer views, so framework tensors of either type work without copies.
-class seqlens_view {
+/// A list of integers in caller memory: 32- or 64-bit entries, any stride, so framework tensors
+/// of either type work without copies. The offsets of a packed batch (options::cu_seqlens), the
+/// pool slots of the sequences (options::state_indices), accepted draft counts (commit_drafts).
+class integer_list_view {
  public:
-  constexpr seqlens_view() = default;
-  constexpr seqlens_view(tensor_view<const std::int64_t, 1> v)  // NOLINT(google-explicit-constructor)
+  constexpr integer_list_view() = default;
+  constexpr integer_list_view(tensor_view<const std::int64_t, 1> v)  // NOLINT(google-explicit-constructor)
       : p64_(v.data()), size_(v.extent(0)), stride_(v.stride(0)), given_(v.given()) {}
-  constexpr seqlens_view(tensor_view<const std::int32_t, 1> v)  // NOLINT(google-explicit-constructor)
+  constexpr integer_list_view(tensor_view<const std::int32_t, 1> v)  // NOLINT(google-explicit-constructor)
       : p32_(v.data()), size_(v.extent(0)), stride_(v.stride(0)), given_(v.given()) {}
-  constexpr seqlens_view(tensor_view<std::int64_t, 1> v)  // NOLINT(google-explicit-constructor)
-      : seqlens_view(tensor_view<const std::int64_t, 1>(v)) {}
-  constexpr seqlens_view(tensor_view<std::int32_t, 1> v)  // NOLINT(google-explicit-constructor)
-      : seqlens_view(tensor_view<const std::int32_t, 1>(v)) {}
+  constexpr integer_list_view(tensor_view<std::int64_t, 1> v)  // NOLINT(google-explicit-constructor)
+      : integer_list_view(tensor_view<const std::int64_t, 1>(v)) {}
+  constexpr integer_list_view(tensor_view<std::int32_t, 1> v)  // NOLINT(google-explicit-constructor)
+      : integer_list_view(tensor_view<const std::int32_t, 1>(v)) {}
 
   constexpr bool given() const { return given_; }
   constexpr bool null() const { return p64_ == nullptr && p32_ == nullptr; }
@@ -45,6 +46,9 @@ class seqlens_view {
   bool given_ = false;
 };
 
+/// Offsets of a packed variable-length batch (`N + 1` entries, `0 = o_0 <= ... <= o_N = T`).
+using seqlens_view = integer_list_view;
+
 /// Options of a call. `Real` is the state type: `float` for float inputs, `double` for double
 /// inputs (`la::options opt;` deduces `float`).
 template <class Real = float>
@@ -59,6 +63,23 @@ struct options {
   tensor_view<Real, 4> final_state{};
   /// Optional packed variable-length batch (requires B == 1); N = size - 1 sequences.
   seqlens_view cu_seqlens{};
+  /// Optional state pool addressing (serving; N entries, int32 or int64): the first axis of
+  /// the state views (initial_state, final_state, decode_step's `state`) is then a pool of P
+  /// slots, `[P, HV, K, V]`, and sequence n reads and writes slot state_indices[n]. A negative
+  /// entry starts that sequence from the zero state and writes nothing back (padding). The
+  /// non-negative entries must be distinct and < P. In place: initial_state = final_state =
+  /// the pool (the same view).
+  integer_list_view state_indices{};
+  /// Checkpoints (prefix caching, speculative decoding): when > 0, the state of sequence n
+  /// after every `checkpoint_every` tokens is written to checkpoints(n, j) (j = 0, 1, ...),
+  /// and its state after its last token to the last entry. A multiple of chunk_size for
+  /// chunkwise_forward; not available in parallel_forward. 0 = off.
+  index_t checkpoint_every = 0;
+  /// Output of the checkpoints: `[N, J, HV, K, V]` with J = ceil(L / checkpoint_every), L = T
+  /// (L = the longest sequence of a packed batch). Entry j of sequence n is the state after
+  /// min((j + 1) checkpoint_every, length_n) tokens; entries j >= ceil(length_n /
+  /// checkpoint_every) (shorter packed sequences) are left untouched.
+  tensor_view<Real, 5> checkpoints{};
   /// Threads to use: 0 = all hardware threads. Results do not depend on this.
   int threads = 0;
   /// Scan inputs for NaN/Inf and log gates > 0 before computing (costs one pass over inputs).

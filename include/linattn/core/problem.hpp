@@ -25,12 +25,13 @@ inline const char* form_name(form f) {
   return "?";
 }
 
-/// The offsets of a packed batch, copied once at validation: nothing the call writes (an
-/// output placed over the caller's offsets, say) can change them while it runs.
-class sequence_offsets {
+/// A caller's integer list (the offsets of a packed batch, the pool slots of the sequences),
+/// copied once at validation: nothing the call writes (an output placed over the caller's
+/// list, say) can change it while the call runs.
+class copied_integers {
  public:
-  sequence_offsets() = default;
-  explicit sequence_offsets(const seqlens_view& cu) : given_(cu.given()) {
+  copied_integers() = default;
+  explicit copied_integers(const integer_list_view& cu) : given_(cu.given()) {
     if (!given_) return;
     offsets_.resize(static_cast<std::size_t>(cu.size()));
     for (index_t i = 0; i < cu.size(); ++i) offsets_[static_cast<std::size_t>(i)] = cu[i];
@@ -44,6 +45,9 @@ class sequence_offsets {
   bool given_ = false;
 };
 
+/// The N + 1 offsets of a packed batch.
+using sequence_offsets = copied_integers;
+
 /// Sizes of a validated call. Sequence n lives in batch row `batch(n)`, tokens
 /// [start(n), start(n) + length(n)).
 struct problem {
@@ -54,6 +58,8 @@ struct problem {
   index_t chunk = 64;  // chunk size (chunkwise form)
   int threads = 1;     // resolved thread count (>= 1)
   sequence_offsets cu;  // given only for packed batches (N + 1 offsets)
+  copied_integers slots;  // given only with options::state_indices (N pool slots, < 0: none)
+  index_t checkpoint_every = 0;  // options::checkpoint_every (0: no checkpoints)
 
   index_t batch(index_t n) const { return cu.given() ? 0 : n; }
   index_t start(index_t n) const { return cu.given() ? cu[n] : 0; }
@@ -64,6 +70,9 @@ struct problem {
     for (index_t n = 0; n < N; ++n) m = length(n) > m ? length(n) : m;
     return m;
   }
+  /// The state slot of sequence n: n itself, or its pool slot (negative: start from zero and
+  /// write nothing back).
+  index_t slot(index_t n) const { return slots.given() ? slots[n] : n; }
   /// q/k head read by value head hv (grouped value heads).
   index_t qk_head(index_t hv) const { return hv / group; }
 };

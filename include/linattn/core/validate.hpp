@@ -29,6 +29,7 @@
 #include "error.hpp"
 #include "options.hpp"
 #include "problem.hpp"
+#include "serving_checks.hpp"
 #include "tensor_view.hpp"
 #include "view_checks.hpp"
 
@@ -68,6 +69,8 @@ class call_checker {
     check_options();
     if (state) check_decode_state(*state);
     else check_states();
+    check_state_indices(state);
+    check_checkpoints();
     if constexpr (requires { Rule::check_call(in_, *this); }) Rule::check_call(in_, *this);
     check_memory();
     if (opt_.check_finite) scan_inputs(state);
@@ -89,6 +92,10 @@ class call_checker {
       fail("options.chunk_size", "is " + std::to_string(opt_.chunk_size) + ", expected 1.." + std::to_string(max_chunk_size));
     if (opt_.final_state.given())
       fail("options.final_state", "is set, expected none: the backward pass writes gradients only (options.grad_initial_state)");
+    if (opt_.state_indices.given())
+      fail("options.state_indices", "is set, expected none: the backward pass reads options.initial_state per sequence");
+    if (opt_.checkpoint_every != 0 || opt_.checkpoints.given())
+      fail("options.checkpoints", "is set, expected none (and checkpoint_every = 0): the backward pass writes gradients only");
     check_options();
     check_states();
     outputs(*this);
@@ -156,6 +163,8 @@ class call_checker {
   /// Where the caller's offsets live, when options::cu_seqlens is a host copy of them (a
   /// backend that reads device-memory offsets on the host), for the overlap checks.
   void cu_seqlens_region(const memory_region& r) { cu_region_ = r; }
+  /// The same for options::state_indices.
+  void state_indices_region(const memory_region& r) { slots_region_ = r; }
 
   /// Throws `linattn::error` with the function name and argument prefixed.
   [[noreturn]] void fail(const std::string& arg, const std::string& msg) const {
@@ -224,7 +233,15 @@ class call_checker {
     p_.N = cu.size() - 1;
   }
 
-  std::array<index_t, 4> state_shape() const { return {p_.N, p_.HV, p_.K, state_columns<Rule>(p_.K, p_.V)}; }
+  /// [N, HV, K, cols], or [P, HV, K, cols] for a pool (options::state_indices: any P).
+  template <class V>
+  std::array<index_t, 4> state_shape(const V& s) const {
+    const index_t first = opt_.state_indices.given() ? s.extent(0) : p_.N;
+    return {first, p_.HV, p_.K, state_columns<Rule>(p_.K, p_.V)};
+  }
+  const char* state_shape_text() const {
+    return opt_.state_indices.given() ? "[P, HV, K, V] (a pool of P slots: options.state_indices)" : state_shape_name<Rule>();
+  }
 
   void check_states() {
     const auto& s0 = opt_.initial_state;
@@ -236,19 +253,69 @@ class call_checker {
       return;
     }
     if (s0.given()) {
-      expect("options.initial_state", s0, state_shape(), state_shape_name<Rule>());
+      expect("options.initial_state", s0, state_shape(s0), state_shape_text());
       inputs_.push_back(region_of("options.initial_state", s0));
     }
     if (!s1.given()) return;
-    expect("options.final_state", s1, state_shape(), state_shape_name<Rule>());
+    expect("options.final_state", s1, state_shape(s1), state_shape_text());
     extra_output("options.final_state", s1, s0, "options.initial_state");
   }
 
   void check_decode_state(const tensor_view<Real, 4>& s) {
     if (opt_.initial_state.given()) fail("options.initial_state", "is set, expected none: decode_step reads and writes its 'state' argument");
     if (opt_.final_state.given()) fail("options.final_state", "is set, expected none: decode_step reads and writes its 'state' argument");
-    expect("state", s, state_shape(), state_shape_name<Rule>());
+    expect("state", s, state_shape(s), state_shape_text());
     outputs_.push_back(region_of("state", s));
+  }
+
+  /// options::state_indices: N slots of the pool views (decode_step: its `state`; prefill: the
+  /// state views given, the smallest pool bounding the slots).
+  void check_state_indices(const tensor_view<Real, 4>* state) {
+    const auto& idx = opt_.state_indices;
+    if (!idx.given()) return;
+    if constexpr (!family_has_state_pool<typename Rule::family>) {
+      fail("options.state_indices", std::string("is set, expected none: ") + Rule::name +
+                                        " has no pooled state (pools hold rules whose state is one [N, HV, K, V] view)");
+    } else {
+      index_t P = 0;
+      std::string pool;
+      auto bound = [&](const char* name, index_t slots) {
+        if (pool.empty() || slots < P) P = slots, pool = std::string("'") + name + "'";
+      };
+      if (state) bound("state", state->extent(0));
+      if (opt_.initial_state.given()) bound("options.initial_state", opt_.initial_state.extent(0));
+      if (opt_.final_state.given()) bound("options.final_state", opt_.final_state.extent(0));
+      if (pool.empty())
+        fail("options.state_indices", "is set but no state view is, expected options.initial_state and/or "
+                                      "options.final_state as the pool [P, HV, K, V]");
+      inputs_.push_back(slots_region_ ? *slots_region_ : region_of("options.state_indices", idx));
+      p_.slots = checked_slots(idx, "options.state_indices", p_.N, P, pool,
+                               [this](const char* a, const std::string& m) { fail(a, m); });
+    }
+  }
+
+  /// options::checkpoint_every and options::checkpoints `[N, ceil(L / every), HV, K, V]`.
+  void check_checkpoints() {
+    const index_t every = opt_.checkpoint_every;
+    const auto& cp = opt_.checkpoints;
+    if (every == 0 && !cp.given()) return;
+    if constexpr (!family_has_checkpoints<typename Rule::family>) {
+      fail("options.checkpoints", std::string("is set, expected none: ") + Rule::name + " writes no checkpoints");
+    } else {
+      if (every < 0) fail("options.checkpoint_every", "is " + std::to_string(every) + ", expected >= 0 (0 = no checkpoints)");
+      if (every == 0) fail("options.checkpoints", "is set while options.checkpoint_every = 0, expected a checkpoint interval >= 1");
+      if (form_ == form::parallel)
+        fail("options.checkpoints", "is set, expected none: parallel_forward has no intermediate states (use chunkwise_forward)");
+      if (form_ == form::chunkwise && every % p_.chunk != 0)
+        fail("options.checkpoint_every", "is " + std::to_string(every) + ", expected a multiple of options.chunk_size = " +
+                                             std::to_string(p_.chunk) + " (checkpoints fall on chunk ends)");
+      const index_t J = checkpoint_entries(p_.max_length(), every);
+      expect("options.checkpoints", cp, std::array<index_t, 5>{p_.N, J, p_.HV, p_.K, state_columns<Rule>(p_.K, p_.V)},
+             p_.cu.given() ? "[N, ceil(L / checkpoint_every), HV, K, V] (L: the longest packed sequence)"
+                           : "[N, ceil(T / checkpoint_every), HV, K, V]");
+      outputs_.push_back(region_of("options.checkpoints", cp));
+      p_.checkpoint_every = every;
+    }
   }
 
   /// Outputs hold distinct elements, overlap no input and no other output; an output may be
@@ -312,8 +379,20 @@ class call_checker {
     scan("v", in_.v, value_range::any);
     for (auto& s : scans_) s();
     if constexpr (std::is_same_v<typename Rule::family, householder_family>) scan_write_strength();
-    if (state) scan("state", *state, value_range::any);
-    else if (opt_.initial_state.given()) scan("options.initial_state", opt_.initial_state, value_range::any);
+    if (state) scan_state("state", *state);
+    else if (opt_.initial_state.given()) scan_state("options.initial_state", opt_.initial_state);
+  }
+
+  /// A state view, or with a pool only the slots this call reads (the others may hold anything).
+  template <class S>
+  void scan_state(const char* name, const tensor_view<S, 4>& s) {
+    if (!p_.slots.given()) return scan(name, s, value_range::any);
+    for (index_t n = 0; n < p_.N; ++n) {
+      if (p_.slot(n) < 0) continue;
+      const tensor_view<S, 3> slot(&s(p_.slot(n), 0, 0, 0), {s.extent(1), s.extent(2), s.extent(3)},
+                                   {s.stride(1), s.stride(2), s.stride(3)});
+      scan(name, slot, value_range::any);
+    }
   }
 
   form form_;
@@ -326,6 +405,7 @@ class call_checker {
   std::vector<memory_region> outputs_;        // written views, in the order they are named
   std::vector<std::pair<const char*, const char*>> partners_;  // (output, the input it may replace)
   std::optional<memory_region> cu_region_;                    // see cu_seqlens_region
+  std::optional<memory_region> slots_region_;                 // see state_indices_region
 };
 
 /// Validates a call of `Rule` (form `f`; `state`: decode_step's in-place state) and returns

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"
@@ -66,23 +67,33 @@ bool all_finite(const Eigen::MatrixBase<X>& x) {
   return !std::isnan((x.array() * A(0)).sum());
 }
 
-/// H = state(n, hv, :, :) ([K, V]), or zero when the state view is not given.
+/// H = state(n, hv, :, :) ([K, V]), or zero when the state view is not given or n < 0 (a
+/// sequence without a pool slot: problem::slot).
 template <class S, class A>
 void load_state(const tensor_view<S, 4>& state, index_t n, index_t hv, mat<A>& H) {
-  if (!state.given()) {
+  if (!state.given() || n < 0) {
     H.setZero();
     return;
   }
-  for (index_t i = 0; i < H.rows(); ++i)
-    for (index_t j = 0; j < H.cols(); ++j) H(i, j) = static_cast<A>(state(n, hv, i, j));
+  for (index_t i = 0; i < H.rows(); ++i) {
+    if (state.stride(3) == 1)
+      H.row(i) = Eigen::Map<const Eigen::Matrix<std::remove_const_t<S>, 1, Eigen::Dynamic>>(&state(n, hv, i, 0), H.cols())
+                     .template cast<A>();
+    else
+      for (index_t j = 0; j < H.cols(); ++j) H(i, j) = static_cast<A>(state(n, hv, i, j));
+  }
 }
 
-/// state(n, hv, :, :) = H, when the state view is given.
+/// state(n, hv, :, :) = H, when the state view is given and n >= 0.
 template <class S, class A>
 void store_state(const tensor_view<S, 4>& state, index_t n, index_t hv, const mat<A>& H) {
-  if (!state.given()) return;
-  for (index_t i = 0; i < H.rows(); ++i)
-    for (index_t j = 0; j < H.cols(); ++j) state(n, hv, i, j) = static_cast<S>(H(i, j));
+  if (!state.given() || n < 0) return;
+  for (index_t i = 0; i < H.rows(); ++i) {
+    if (state.stride(3) == 1)
+      Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>(&state(n, hv, i, 0), H.cols()) = H.row(i).template cast<S>();
+    else
+      for (index_t j = 0; j < H.cols(); ++j) state(n, hv, i, j) = static_cast<S>(H(i, j));
+  }
 }
 
 }  // namespace linattn::cpu

@@ -21,7 +21,8 @@ struct algorithm<Family, form::recurrent> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, opt.initial_state, opt.final_state, p);
+    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, opt.initial_state, opt.final_state, p,
+                                                            cpu::checkpoint_writer<state_t<T>>(opt, p));
   }
 };
 
@@ -29,8 +30,8 @@ template <cpu::linear_family Family>
 struct algorithm<Family, form::decode> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>&, const problem& p) {
-    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, state, state, p);
+                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt, const problem& p) {
+    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, state, state, p, cpu::checkpoint_writer<state_t<T>>(opt, p));
   }
 };
 

@@ -2,12 +2,17 @@
 /// \file
 /// Token-by-token recurrence of the matrix-state rules (docs/math.md#hebbian through
 /// docs/math.md#nlms): the definition of every rule, and the decode path. Per token, with
-/// H = S^T ([K, V]):
+/// H = S^T ([K, V]) and d the decay (1, exp(g_t), or exp(g_t) per key row):
 ///
-///   H <- decay_t(H)                  none, exp(g_t) H, or diag(exp(g_t)) H
-///   u  = v_t                         additive family (Hebbian write)
-///   u  = beta_t (v_t - H^T k_t)      Householder family (erase, then write)
-///   H += k_t u^T;   o_t = H^T q_t
+///   a  = (d ⊙ k_t)^T H,   c = (d ⊙ q_t)^T H       one read of H                 [V], [V]
+///   u  = v_t                                      additive family (Hebbian write)
+///   u  = beta_t (v_t - a)                         Householder family (erase, then write)
+///   o_t = c + (q_t . k_t) u                       = q_t^T H_new
+///   H <- diag(d) H + k_t u^T                      one read-modify-write of H
+///
+/// Two passes over the state per token. When a call reads and writes one slot of one state
+/// view (decode_step, an in-place pool) with unit stride along V, the passes run in the
+/// caller's memory: no copy of the state in or out.
 #pragma once
 
 #include <cmath>
@@ -15,8 +20,9 @@
 
 #include "../../core/family.hpp"
 #include "../../core/tensor_view.hpp"
-#include "../linalg/eigen_types.hpp"
+#include "../io/checkpoint_io.hpp"
 #include "../io/token_io.hpp"
+#include "../linalg/eigen_types.hpp"
 #include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
@@ -29,40 +35,164 @@ class token_worker {
   using state_scalar = A;  // state and accumulation
   static constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
 
-  token_worker(index_t K, index_t V) : H_(K, V), q_(K), k_(K), u_(V), o_(V) {}
+  token_worker(index_t K, index_t V) : K_(K), V_(V), q_(K), k_(K), dq_(K), dk_(K), decay_(K), u_(V), a_(V), o_(V) {}
 
-  /// Runs tokens [t0, t0 + n) of batch row b for value head hv (q/k head hq), reading the
-  /// state from s_in(seq) and writing it to s_out(seq) (either may be absent or alias).
+  /// Runs tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq) of sequence seq,
+  /// reading the state from slot `slot` of s_in and writing it to slot `slot` of s_out
+  /// (either view may be absent or alias the other; slot < 0: zero start, nothing written)
+  /// and the checkpoints of the sequence (cp).
   template <class S0, class S1>
-  void run(const inputs_t& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out,
-           index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
-    load_state(s_in, seq, hv, H_);
-    for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      load_rows(in.v, b, t, hv, 1, u_, A(1));
-      if constexpr (Rule::decay == decay_kind::scalar) {
-        H_ *= std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv)));
-      } else if constexpr (Rule::decay == decay_kind::vector) {
-        for (index_t d = 0; d < H_.rows(); ++d) H_.row(d) *= std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv, d)));
+  void run(const inputs_t& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out, index_t slot,
+           index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale,
+           const checkpoint_writer<A>& cp = {}) {
+    if (cp.every_token_rows() && n > 0) return run_into_checkpoints(in, out, s_in, s_out, slot, seq, b, t0, n, hq, hv, scale, cp);
+    if (in_place(s_in, s_out, slot)) {
+      state_map H(&s_out(slot, hv, 0, 0), K_, V_, Eigen::OuterStride<>(s_out.stride(2)));
+      for (index_t t = t0; t < t0 + n; ++t) {
+        step(in, out, H, H, b, t, hq, hv, scale);
+        if (cp.active()) cp.after(seq, hv, t - t0 + 1, n, H);
       }
-      if constexpr (corrects) {
-        // Unit key, value over |k|, beta |k|^2: the same update for any key norm.
-        const A beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });
-        u_.noalias() -= k_ * H_;  // v - S k   [V]
-        u_ *= beta;
-      }
-      H_.noalias() += k_.transpose() * u_;
-      o_.noalias() = q_ * H_;
-      store_rows(out, b, t, hv, 1, o_);
+      return;
     }
-    store_state(s_out, seq, hv, H_);
+    H_.resize(K_, V_);  // [K, V], only off the in-place path
+    load_state(s_in, slot, hv, H_);
+    state_map H(H_.data(), K_, V_, Eigen::OuterStride<>(V_));
+    for (index_t t = t0; t < t0 + n; ++t) {
+      step(in, out, H, H, b, t, hq, hv, scale);
+      if (cp.active()) cp.after(seq, hv, t - t0 + 1, n, H);
+    }
+    store_state(s_out, slot, hv, H_);
   }
 
  private:
-  mat<A> H_;                // [K, V]
-  row_vec<A> q_, k_, u_;    // [K], [K], [V]  (u: the value, then what is written)
-  row_vec<A> o_;            // [V]
+  using state_map = Eigen::Map<mat<A>, Eigen::Unaligned, Eigen::OuterStride<>>;              // [K, V]
+  using const_state_map = Eigen::Map<const mat<A>, Eigen::Unaligned, Eigen::OuterStride<>>;  // [K, V]
+
+  template <class S0, class S1>
+  static bool in_place(const S0& s_in, const S1& s_out, index_t slot) {
+    return slot >= 0 && s_in.given() && s_out.given() &&
+           static_cast<const void*>(s_in.data()) == static_cast<const void*>(s_out.data()) &&
+           s_in.extents() == s_out.extents() && s_in.strides() == s_out.strides() && s_out.stride(3) == 1;
+  }
+
+  /// A checkpoint after every token (verify_drafts): token j reads the state of token j - 1
+  /// (for j = 0: the caller's slot, read in place when its rows are unit-stride) and writes
+  /// its own straight into checkpoint entry j: no copies of the state in or out.
+  template <class S0, class S1>
+  void run_into_checkpoints(const inputs_t& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out,
+                            index_t slot, index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv,
+                            A scale, const checkpoint_writer<A>& cp) {
+    const A* src = nullptr;
+    index_t src_ld = V_;
+    if (slot >= 0 && s_in.given() && s_in.stride(3) == 1) {
+      src = &s_in(slot, hv, 0, 0);
+      src_ld = s_in.stride(2);
+    } else {
+      H_.resize(K_, V_);
+      load_state(s_in, slot, hv, H_);
+      src = H_.data();
+    }
+    for (index_t t = t0; t < t0 + n; ++t) {
+      A* dst = cp.entry(seq, t - t0, hv);
+      state_map D(dst, K_, V_, Eigen::OuterStride<>(cp.row_stride()));
+      step(in, out, const_state_map(src, K_, V_, Eigen::OuterStride<>(src_ld)), D, b, t, hq, hv, scale);
+      src = dst;
+      src_ld = cp.row_stride();
+    }
+    if (!s_out.given() || slot < 0) return;
+    const const_state_map last(src, K_, V_, Eigen::OuterStride<>(src_ld));
+    for (index_t i = 0; i < K_; ++i)
+      for (index_t j = 0; j < V_; ++j) s_out(slot, hv, i, j) = last(i, j);
+  }
+
+  /// Token t: its output from the state `src` ([K, V]) and the state after it into `dst` (the
+  /// same memory, or another buffer).
+  template <class Src>
+  void step(const inputs_t& in, const tensor_view<T, 4>& out, const Src& src, state_map& dst, index_t b, index_t t,
+            index_t hq, index_t hv, A scale) {
+    load_rows(in.q, b, t, hq, 1, q_, scale);
+    load_rows(in.k, b, t, hq, 1, k_, A(1));
+    load_rows(in.v, b, t, hv, 1, u_, A(1));
+    A beta = A(1);
+    if constexpr (corrects)  // unit key, value over |k|, beta |k|^2: the same update for any key norm
+      beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });
+    if constexpr (Rule::decay == decay_kind::scalar) {
+      decay_.setConstant(std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv))));
+    } else if constexpr (Rule::decay == decay_kind::vector) {
+      for (index_t d = 0; d < K_; ++d) decay_(d) = std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv, d)));
+    }
+    if constexpr (Rule::decay == decay_kind::none) {
+      dk_ = k_, dq_ = q_;
+    } else {
+      dk_ = decay_.cwiseProduct(k_), dq_ = decay_.cwiseProduct(q_);
+    }
+    read_pass(src);  // a = (d k)^T H, o = (d q)^T H
+    if constexpr (corrects) u_ = beta * (u_ - a_);  // beta (v - S d k)   [V]
+    o_.noalias() += q_.dot(k_) * u_;
+    write_pass(src, dst);  // H <- diag(d) H + k u^T
+    store_rows(out, b, t, hv, 1, o_);
+  }
+
+  /// Columns per register block of the read pass: two accumulators of four 64-byte vectors.
+  static constexpr index_t column_block = 4 * 64 / index_t(sizeof(A));
+  using block = Eigen::Array<A, 1, column_block>;
+
+  /// a_ = dk_^T H and o_ = dq_^T H in one read of H: the columns go in blocks whose two
+  /// accumulators stay in registers over all K rows (one load of H per two multiply-adds);
+  /// each column's sum runs over the rows in order, in the blocks and in the tail alike.
+  template <class Src>
+  void read_pass(const Src& H) {
+    const A* const h0 = H.data();
+    const index_t ld = H.outerStride();
+    index_t j = 0;
+    for (; j + column_block <= V_; j += column_block) {
+      block ak = block::Zero(), aq = block::Zero();
+      for (index_t i = 0; i < K_; ++i) {
+        const block h = Eigen::Map<const block>(h0 + i * ld + j);
+        ak += dk_(i) * h;
+        aq += dq_(i) * h;
+      }
+      a_.template segment<column_block>(j) = ak.matrix();
+      o_.template segment<column_block>(j) = aq.matrix();
+    }
+    if (j == V_) return;
+    const index_t w = V_ - j;
+    a_.tail(w).setZero();
+    o_.tail(w).setZero();
+    for (index_t i = 0; i < K_; ++i) {
+      a_.tail(w).noalias() += dk_(i) * H.row(i).tail(w);
+      o_.tail(w).noalias() += dq_(i) * H.row(i).tail(w);
+    }
+  }
+
+  /// dst <- diag(d) src + k u^T in one pass over the state (src and dst may be the same
+  /// memory), in the same column blocks (u's block stays in registers over all K rows).
+  template <class Src>
+  void write_pass(const Src& src, state_map& dst) {
+    const auto row_update = [&](auto&& d, const auto& s, const auto& u, index_t i) {
+      if constexpr (Rule::decay == decay_kind::none) d = s + k_(i) * u;
+      else d = decay_(i) * s + k_(i) * u;
+    };
+    const A* const s0 = src.data();  // locals: the stores below cannot change them
+    A* const d0 = dst.data();
+    const index_t lds = src.outerStride(), ldd = dst.outerStride();
+    index_t j = 0;
+    for (; j + column_block <= V_; j += column_block) {
+      const block ub = u_.template segment<column_block>(j).array();
+      for (index_t i = 0; i < K_; ++i)
+        row_update(Eigen::Map<block>(d0 + i * ldd + j), Eigen::Map<const block>(s0 + i * lds + j), ub, i);
+    }
+    if (j == V_) return;
+    const index_t w = V_ - j;
+    for (index_t i = 0; i < K_; ++i)
+      row_update(dst.row(i).tail(w).array(), src.row(i).tail(w).array(), u_.tail(w).array(), i);
+  }
+
+  index_t K_, V_;
+  mat<A> H_;                        // [K, V] the state off the in-place path
+  row_vec<A> q_, k_, dq_, dk_;      // [K]: q, k and their decayed copies
+  row_vec<A> decay_;                // [K]: the decay factor of each key row
+  row_vec<A> u_, a_, o_;            // [V]: the value, then what is written; (d k)^T H; the output
 };
 
 }  // namespace linattn::cpu

@@ -18,15 +18,16 @@
 namespace linattn::cpu {
 
 /// Runs `body(worker, b, t0, len, hq, hv, scale)` for every (sequence, value head) between
-/// loading its state from `s_in` and storing it to `s_out`; `capacity` tokens per span.
+/// loading its state from `s_in` and storing it to `s_out` (slot p.slot(seq) with a state pool);
+/// `capacity` tokens per span.
 template <class Rule, class T, class A, class S0, class S1, class Body>
 void mlstm_each_head(const S0& s_in, const S1& s_out, const detail::problem& p, index_t capacity, Body&& body) {
   for_each_head(
       p, [&] { return mlstm_worker<Rule, T, A>(capacity, p.K, p.V); },
       [&](auto& w, index_t seq, index_t hv) {
-        w.load(s_in, seq, hv);
+        w.load(s_in, p.slot(seq), hv);
         body(w, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv, static_cast<A>(p.scale));
-        w.store(s_out, seq, hv);
+        w.store(s_out, p.slot(seq), hv);
       });
 }
 

@@ -39,12 +39,12 @@ class mlstm_worker {
         O_(capacity, V + 1), q_(K), k_(K), o_(V + 1), h_(V), ew_(capacity), a_(std::size_t(capacity)),
         M_(std::size_t(capacity)), m_lo_(std::size_t(capacity)) {}
 
-  /// Loads (Z, m) of sequence `seq`, value head `hv` from a `[N, HV, K, V + 2]` state (zero
-  /// and m = 0 when the view is not given).
+  /// Loads (Z, m) of sequence (or pool slot) `seq`, value head `hv` from a `[N, HV, K, V + 2]`
+  /// state (zero and m = 0 when the view is not given or seq < 0: no pool slot).
   template <class S>
   void load(const tensor_view<S, 4>& state, index_t seq, index_t hv) {
     const index_t K = Z_.rows(), V1 = Z_.cols();
-    if (!state.given()) {
+    if (!state.given() || seq < 0) {
       Z_.setZero();
       m_ = 0;
       return;
@@ -56,7 +56,7 @@ class mlstm_worker {
 
   template <class S>
   void store(const tensor_view<S, 4>& state, index_t seq, index_t hv) const {
-    if (!state.given()) return;
+    if (!state.given() || seq < 0) return;
     const index_t K = Z_.rows(), V1 = Z_.cols();
     for (index_t i = 0; i < K; ++i) {
       for (index_t j = 0; j < V1; ++j) state(seq, hv, i, j) = static_cast<S>(Z_(i, j));

@@ -23,9 +23,9 @@ void rls_each_head(const typename Rule::template inputs<T>& in, const S0& s_in, 
   for_each_head(
       p, [&] { return rls_worker<Rule, T, A>(capacity, p.K, p.V); },
       [&](auto& w, index_t seq, index_t hv) {
-        w.load(s_in, seq, hv, in.delta);
+        w.load(s_in, p.slot(seq), hv, in.delta);
         body(w, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv, static_cast<A>(p.scale));
-        w.store(s_out, seq, hv);
+        w.store(s_out, p.slot(seq), hv);
       });
 }
 

@@ -36,12 +36,12 @@ class rls_worker {
         KP_(capacity, K), M_(capacity, capacity), Y_(capacity, capacity), O_(capacity, V), b_(capacity), w_(K),
         pk_(K), q_(K), k_(K), e_(V), o_(V), llt_(mat<A>::Identity(1, 1)) {}
 
-  /// Loads (H, P) of sequence `seq`, value head `hv` from a `[N, HV, K, V + K]` state, or
-  /// H = 0, P = I / delta when the view is not given.
+  /// Loads (H, P) of sequence (or pool slot) `seq`, value head `hv` from a `[N, HV, K, V + K]`
+  /// state, or H = 0, P = I / delta when the view is not given or seq < 0 (no pool slot).
   template <class S>
   void load(const tensor_view<S, 4>& state, index_t seq, index_t hv, double delta) {
     const index_t K = H_.rows(), V = H_.cols();
-    if (!state.given()) {
+    if (!state.given() || seq < 0) {
       H_.setZero();
       P_.setIdentity();
       P_ /= static_cast<A>(delta);
@@ -55,7 +55,7 @@ class rls_worker {
 
   template <class S>
   void store(const tensor_view<S, 4>& state, index_t seq, index_t hv) const {
-    if (!state.given()) return;
+    if (!state.given() || seq < 0) return;
     const index_t K = H_.rows(), V = H_.cols();
     for (index_t i = 0; i < K; ++i) {
       for (index_t j = 0; j < V; ++j) state(seq, hv, i, j) = static_cast<S>(H_(i, j));

@@ -14,6 +14,7 @@
 
 #include "../../core/options.hpp"
 #include "../../core/problem.hpp"
+#include "../io/checkpoint_io.hpp"
 #include "../io/token_io.hpp"
 #include "../linalg/eigen_types.hpp"
 #include "denormals.hpp"
@@ -64,6 +65,7 @@ void run_blocks_windowed(const Inputs& in, const tensor_view<T, 4>& out, const o
   // window before (taken `groups` units earlier) is done or running.
   const index_t windows = std::max<index_t>(1, (longest + window - 1) / window);
   std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(groups));  // windows finished per group
+  const checkpoint_writer<A> cp(opt, p);
   detail::parallel_for(windows * groups, slots, [&](index_t u, int slot) {
     const flush_denormals ftz;
     const index_t g = u % groups, w = u / groups, w0 = w * window;
@@ -72,7 +74,7 @@ void run_blocks_windowed(const Inputs& in, const tensor_view<T, 4>& out, const o
     worker& s = workers[static_cast<std::size_t>(slot)];
     const index_t first = g * group, count = std::min(group, tasks - first);
     if (w == 0)
-      for (index_t i = first; i < first + count; ++i) load_state(opt.initial_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
+      for (index_t i = first; i < first + count; ++i) load_state(opt.initial_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
     for (index_t t = w0; t < std::min(w0 + window, longest); t += span)
       for (index_t i = first; i < first + count; ++i) {
         const index_t seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
@@ -81,9 +83,10 @@ void run_blocks_windowed(const Inputs& in, const tensor_view<T, 4>& out, const o
         s.load(in, b, t0, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
         s.emit(H[std::size_t(i)], out, b, t0, hv);
         s.advance(H[std::size_t(i)]);
+        if (cp.active()) cp.after(seq, hv, t + n, len, H[std::size_t(i)]);
       }
     if (w + 1 == windows)
-      for (index_t i = first; i < first + count; ++i) store_state(opt.final_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
+      for (index_t i = first; i < first + count; ++i) store_state(opt.final_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
   });
 }
 
@@ -96,6 +99,7 @@ void run_blocks(const Inputs& in, const tensor_view<T, 4>& out, const options<A>
   const index_t tasks = p.N * p.HV;
   if (p.threads > 1 && tasks > 1) return run_blocks_windowed<Worker>(in, out, opt, p, span);
   const index_t group = std::clamp<index_t>(tasks / std::max(1, p.threads), 1, lockstep_heads);
+  const checkpoint_writer<A> cp(opt, p);
   for_each_group(
       p, group,
       [&] {
@@ -107,7 +111,7 @@ void run_blocks(const Inputs& in, const tensor_view<T, 4>& out, const options<A>
         index_t longest = 0;
         for (index_t j = 0; j < count; ++j) {
           const index_t seq = (first + j) / p.HV, hv = (first + j) % p.HV;
-          load_state(opt.initial_state, seq, hv, H[std::size_t(j)]);
+          load_state(opt.initial_state, p.slot(seq), hv, H[std::size_t(j)]);
           longest = std::max(longest, p.length(seq));
         }
         for (index_t t = 0; t < longest; t += span)
@@ -118,9 +122,10 @@ void run_blocks(const Inputs& in, const tensor_view<T, 4>& out, const options<A>
             s.load(in, b, t0, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
             s.emit(H[std::size_t(j)], out, b, t0, hv);
             s.advance(H[std::size_t(j)]);
+            if (cp.active()) cp.after(seq, hv, t + n, len, H[std::size_t(j)]);
           }
         for (index_t j = 0; j < count; ++j)
-          store_state(opt.final_state, (first + j) / p.HV, (first + j) % p.HV, H[std::size_t(j)]);
+          store_state(opt.final_state, p.slot((first + j) / p.HV), (first + j) % p.HV, H[std::size_t(j)]);
       });
 }
 
@@ -150,8 +155,9 @@ void run_chunks_across_threads(const Inputs& in, const tensor_view<T, 4>& out, c
   w.reserve(static_cast<std::size_t>(slots * window_chunks));
   for (index_t j = 0; j < slots * window_chunks; ++j) w.emplace_back(C, p.K, p.V);
   std::vector<mat<A>> H(static_cast<std::size_t>(tasks), mat<A>(p.K, p.V));  // [K, V] per task
-  for (index_t i = 0; i < tasks; ++i) load_state(opt.initial_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
+  for (index_t i = 0; i < tasks; ++i) load_state(opt.initial_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
   std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(tasks));  // windows finished per task
+  const checkpoint_writer<A> cp(opt, p);
   detail::parallel_for(units, slots, [&](index_t u, int slot) {
     const flush_denormals ftz;
     const index_t win = u / tasks, i = u % tasks, seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
@@ -166,22 +172,24 @@ void run_chunks_across_threads(const Inputs& in, const tensor_view<T, 4>& out, c
     for (index_t c = 0; c < nc; ++c) {
       mine[c].emit(H[std::size_t(i)], out, p.batch(seq), p.start(seq) + t0 + c * C, hv);
       mine[c].advance(H[std::size_t(i)]);
+      if (cp.active()) cp.after(seq, hv, std::min(t0 + (c + 1) * C, len), len, H[std::size_t(i)]);
     }
   });
-  for (index_t i = 0; i < tasks; ++i) store_state(opt.final_state, i / p.HV, i % p.HV, H[std::size_t(i)]);
+  for (index_t i = 0; i < tasks; ++i) store_state(opt.final_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
 }
 
-/// Token recurrence for every sequence; the state comes from s_in and goes to s_out.
+/// Token recurrence for every sequence; the state comes from s_in and goes to s_out (slot
+/// problem::slot of each), the checkpoints to cp.
 template <class Worker, class Inputs, class T, class S0, class S1>
 void run_tokens(const Inputs& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out,
-                const detail::problem& p) {
+                const detail::problem& p, const checkpoint_writer<typename Worker::state_scalar>& cp = {}) {
   using worker = Worker;
   using A = typename Worker::state_scalar;
   for_each_head(
       p, [&] { return worker(p.K, p.V); },
       [&](auto& w, index_t seq, index_t hv) {
-        w.run(in, out, s_in, s_out, seq, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv,
-              static_cast<A>(p.scale));
+        w.run(in, out, s_in, s_out, p.slot(seq), seq, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv,
+              static_cast<A>(p.scale), cp);
       });
 }
 

@@ -3,10 +3,16 @@
 /// A small process-wide thread pool behind `parallel_for`. Calls are re-entrant: concurrent
 /// callers each get their own job; the caller always works on its own job, so a busy pool
 /// only costs parallelism, never progress.
+///
+/// Short calls (a decode step: tens of microseconds) cannot afford to wait for a sleeping
+/// thread to be woken (a futex wake-up takes 10-50 us): the workers spin for a short while
+/// after each job before they sleep, and the caller spins for its helpers' last tasks before
+/// it sleeps on the job, so calls made back to back find the threads awake.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -19,6 +25,23 @@
 #include "../../core/config.hpp"
 
 namespace linattn::detail {
+
+/// Spins (with a pause hint) until pred() holds or about `micros` microseconds have passed;
+/// returns pred().
+template <class Pred>
+bool spin_until(Pred&& pred, int micros) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  for (int i = 0;; ++i) {
+    if (pred()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return pred();
+  }
+}
+
+/// How long a worker stays awake after a job, and how long a caller spins for its helpers.
+inline constexpr int idle_spin_us = 200;
 
 class thread_pool {
  public:
@@ -52,16 +75,20 @@ class thread_pool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(j);
+      queued_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
     work(*j, 0);
+    spin_until([&] { return j->done.load(std::memory_order_acquire) == j->n; }, idle_spin_us);
     {
       std::unique_lock<std::mutex> lock(j->mutex);
       j->finished.wait(lock, [&] { return j->done.load() == j->n; });
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      queue_.erase(std::remove(queue_.begin(), queue_.end(), j), queue_.end());
+      const auto end = std::remove(queue_.begin(), queue_.end(), j);
+      queued_.fetch_sub(static_cast<int>(queue_.end() - end), std::memory_order_relaxed);
+      queue_.erase(end, queue_.end());
     }
     if (j->error) std::rethrow_exception(j->error);
   }
@@ -109,6 +136,7 @@ class thread_pool {
     for (;;) {
       std::shared_ptr<job> j;
       int slot = 0;
+      spin_until([&] { return queued_.load(std::memory_order_acquire) > 0; }, idle_spin_us);
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -116,7 +144,10 @@ class thread_pool {
         j = queue_.front();
         slot = j->next_slot.fetch_add(1);
         // Fully staffed (or out of tasks): nobody else should pick this job up.
-        if (slot + 1 >= j->max_slots || j->next.load() >= j->n) queue_.pop_front();
+        if (slot + 1 >= j->max_slots || j->next.load() >= j->n) {
+          queue_.pop_front();
+          queued_.fetch_sub(1, std::memory_order_relaxed);
+        }
       }
       if (slot < j->max_slots) work(*j, slot);
     }
@@ -125,6 +156,7 @@ class thread_pool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<job>> queue_;
+  std::atomic<int> queued_{0};  // queue_.size(), read without the lock by spinning workers
   std::vector<std::thread> workers_;
   std::once_flag started_;
   bool stop_ = false;

@@ -23,8 +23,20 @@ namespace linattn::cuda::detail {
 using linattn::detail::form;
 using linattn::detail::problem;
 
+/// True when p points into device (or managed) memory (see on_device below; null: false).
+inline bool in_device_memory(const void* p) {
+  if (p == nullptr) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // clear the error of an unregistered host pointer
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
 /// Host copy of options::cu_seqlens (which may live in host or device memory): the offsets are
-/// read once per call on the host, to validate them and to build the chunk table.
+/// read once per call on the host, to validate them and to build the chunk table. Also copies
+/// options::state_indices (validated on the host, then uploaded with the plan's tables).
 class host_seqlens {
  public:
   explicit host_seqlens(const seqlens_view& cu) {
@@ -32,8 +44,14 @@ class host_seqlens {
       view_ = cu;
       return;
     }
-    const std::size_t width = cu.wide() ? 8 : 4;
     const index_t n = cu.size(), stride = cu.stride();
+    if (!in_device_memory(cu.data())) {  // host memory: read it directly (no CUDA call, no synchronisation)
+      values_.resize(std::size_t(n));
+      for (index_t i = 0; i < n; ++i) values_[std::size_t(i)] = std::int64_t(cu[i]);
+      view_ = tensor_view<const std::int64_t, 1>(values_.data(), {n}, {1});
+      return;
+    }
+    const std::size_t width = cu.wide() ? 8 : 4;
     std::vector<unsigned char> raw;
     if (stride > 0) {
       raw.resize(std::size_t((n - 1) * stride + 1) * width);
@@ -63,13 +81,7 @@ class host_seqlens {
 
 /// True when p points into device (or managed) memory.
 inline bool on_device(const void* p) {
-  if (p == nullptr) return true;  // null views are reported by the shape checks
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky-free error of an unregistered host pointer
-    return false;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  return p == nullptr || in_device_memory(p);  // null views are reported by the shape checks
 }
 
 /// Validates a CUDA call: the CPU checks, then device memory and the sizes the kernels
@@ -81,10 +93,16 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   options<float> host_opt = opt;
   host_opt.cu_seqlens = cu.view();
   host_opt.check_finite = false;
+  const host_seqlens slots(opt.state_indices);  // read on the host once, to validate them
+  host_opt.state_indices = slots.view();
   linattn::detail::call_checker<Rule, T, float> checker(f, in, host_opt, "linattn::cuda::");
-  // The overlap checks look at where the caller's offsets live (host or device), not at the copy.
+  // The overlap checks look at where the caller's lists live (host or device), not at the copies.
   if (opt.cu_seqlens.given() && !opt.cu_seqlens.null())
     checker.cu_seqlens_region(linattn::detail::region_of("options.cu_seqlens", opt.cu_seqlens));
+  if (opt.state_indices.given() && !opt.state_indices.null())
+    checker.state_indices_region(linattn::detail::region_of("options.state_indices", opt.state_indices));
+  if (opt.checkpoint_every != 0 || opt.checkpoints.given())
+    checker.fail("options.checkpoints", "is set; the CUDA backend writes no checkpoints (leave checkpoint_every = 0)");
   problem p = checker.check(out, state);
   if (opt.check_finite)
     checker.fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "../../core/problem.hpp"
@@ -30,6 +31,15 @@ inline std::vector<span> sequence_table(const problem& p) {
     out.push_back({int(p.batch(n)), int(p.start(n)), int(p.length(n)), first});
     first += int((p.length(n) + chunk - 1) / chunk);
   }
+  return out;
+}
+
+/// The validated pool slot of every sequence (options::state_indices), empty without a pool:
+/// uploaded with the plan's tables, so the kernels never read the caller's list.
+inline std::vector<std::int64_t> slot_table(const problem& p) {
+  std::vector<std::int64_t> out;
+  if (p.slots.given())
+    for (index_t n = 0; n < p.N; ++n) out.push_back(std::int64_t(p.slot(n)));
   return out;
 }
 
@@ -75,6 +85,7 @@ constexpr index_t state_columns(state_pass s, index_t V) {
 template <class E>
 struct chunkwise_plan {
   std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
+  std::vector<std::int64_t> slots; // pool slots (options::state_indices; empty otherwise)
   std::size_t n_chunks = 0;        // chunks of the call
   state_pass state;
   // For the warp-specialised state pass, W, the scores and copies of K and Q are head-major
@@ -86,6 +97,7 @@ struct chunkwise_plan {
   struct {
     workspace_span<span> seqs;          // [N]
     workspace_span<span> chunks;        // [chunks]
+    workspace_span<std::int64_t> slots; // [N]
     workspace_span<E> w;                // [B, T, HV, K]  W = T diag(exp b) K
     workspace_span<E> u;                // [B, T, HV, V]  U = T V
     workspace_span<E> scores;           // [B, T, HV, C]  scale (Q K^T ⊙ Gam), causal
@@ -100,6 +112,7 @@ struct chunkwise_plan {
       seqs = sequence_table(p);
       chunks = chunk_table(seqs);
     }
+    slots = slot_table(p);
     n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + chunk - 1) / chunk));
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
@@ -109,6 +122,7 @@ struct chunkwise_plan {
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());
     workspace.chunks = ws.take<span>(chunks.size());
+    workspace.slots = ws.take<std::int64_t>(slots.size());
     workspace.w = ws.take<E>(tokens * ldw);
     workspace.u = ws.take<E>(tokens * p.V);
     workspace.scores = ws.take<E>(tokens * lds);
@@ -129,6 +143,7 @@ struct chunkwise_plan {
     };
     args.seqs = upload(ws, workspace.seqs, seqs, stream);
     args.chunks = upload(ws, workspace.chunks, chunks, stream);
+    args.slots = upload(ws, workspace.slots, slots, stream);
     args.w = rows(workspace.w, p.K, ldw);
     args.u = view(ws.at(workspace.u), p.B, p.T, p.HV, p.V);
     args.scores = rows(workspace.scores, index_t(chunk), lds);
@@ -143,23 +158,28 @@ struct chunkwise_plan {
 /// The plan of a recurrent or decode call: the sequence table of a packed batch and the token
 /// kernel's grid, one block per (sequence, value head, 32 value columns).
 struct token_plan {
-  std::vector<span> seqs;  // host table of a packed batch (empty otherwise)
-  dim3 grid;               // (N, HV, V / 32)
+  std::vector<span> seqs;           // host table of a packed batch (empty otherwise)
+  std::vector<std::int64_t> slots;  // pool slots (options::state_indices; empty otherwise)
+  dim3 grid;                        // (N, HV, V / 32)
   struct {
-    workspace_span<span> seqs;  // [N]
+    workspace_span<span> seqs;           // [N]
+    workspace_span<std::int64_t> slots;  // [N]
     std::size_t bytes = 0;
   } workspace;
 
   explicit token_plan(const problem& p) : grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
     if (p.cu.given()) seqs = sequence_table(p);
+    slots = slot_table(p);
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());
+    workspace.slots = ws.take<std::int64_t>(slots.size());
     workspace.bytes = ws.bytes;
   }
 
   template <class Rule, class E>
   void bind(call_args<Rule, E>& args, const scratch& ws, cudaStream_t stream) const {
     args.seqs = upload(ws, workspace.seqs, seqs, stream);
+    args.slots = upload(ws, workspace.slots, slots, stream);
   }
 };
 

@@ -5,6 +5,8 @@
 /// Sequences and chunks are `span`s of tables the host builds (host/plan.cuh).
 #pragma once
 
+#include <cstdint>
+
 #include "../../core/options.hpp"
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
@@ -27,6 +29,7 @@ struct call_args {
   tensor_view<const float, 4> s0;  // [N, HV, K, V] or not given
   tensor_view<float, 4> s1;        // [N, HV, K, V] or not given (may alias s0)
   const span* seqs = nullptr;      // [N], or null: sequence n is batch row n, all `length` tokens
+  const std::int64_t* slots = nullptr;  // [N] pool slots (the plan's copy of options::state_indices), or null
   int length = 0;                  // T
   int group = 1;                   // HV / H
   float scale = 1.0f;
@@ -37,6 +40,9 @@ struct call_args {
             const linattn::detail::problem& p)
       : in(inputs), out(output), s0(state_in), s1(state_out), length(int(p.T)), group(int(p.group)),
         scale(float(p.scale)) {}
+
+  /// The state slot of sequence n: n itself, or its pool slot (negative: none).
+  __device__ index_t slot(index_t n) const { return slots ? index_t(slots[n]) : n; }
 
   /// Sequence n: from the table, or batch row n.
   __device__ span sequence(index_t n) const {

@@ -106,6 +106,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
   const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * S::BV;
   const index_t h = hv / args.group;
   const span s = args.sequence(n_seq);
+  const index_t state_slot = args.slot(n_seq);  // state slot (pool); < 0: zero start, no write
   const index_t b = s.b;
   const int end = s.start + s.length;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
   for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      ht[nt][e] = args.s0.data() ? args.s0(n_seq, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) : 0.0f;
+      ht[nt][e] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) : 0.0f;
 
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
   if (s.length > 0) load_chunk_tiles<K, S::BV, S::threads>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
@@ -270,11 +271,11 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
     }
     __syncthreads();  // every warp is done with this buffer and the partials; both may be refilled
   }
-  if (args.s1.data())
+  if (args.s1.data() && state_slot >= 0)
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) args.s1(n_seq, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) = ht[nt][e];
+      for (int e = 0; e < 4; ++e) args.s1(state_slot, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) = ht[nt][e];
 }
 
 }  // namespace linattn::cuda::detail

@@ -164,6 +164,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
 
   const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV;
   const span s = args.sequence(n_seq);
+  const index_t state_slot = args.slot(n_seq);  // state slot (pool); < 0: zero start, no write
   const index_t b = s.b;
   const int end = s.start + s.length, chunks = (s.length + chunk - 1) / chunk;
   const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
@@ -254,7 +255,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) hs[m][nt][e] = args.s0.data() ? args.s0(n_seq, hv, key(m, e), v0 + col(nt, e)) : 0.0f;
+      for (int e = 0; e < 4; ++e) hs[m][nt][e] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, key(m, e), v0 + col(nt, e)) : 0.0f;
   share_state(0);
 
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
@@ -335,13 +336,13 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     }
     if (c + 1 < chunks) share_state(c + 1);  // read after the next tiles_in barrier
   }
-  if (args.s1.data())
+  if (args.s1.data() && state_slot >= 0)
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) args.s1(n_seq, hv, key(m, e), v0 + col(nt, e)) = hs[m][nt][e];
+        for (int e = 0; e < 4; ++e) args.s1(state_slot, hv, key(m, e), v0 + col(nt, e)) = hs[m][nt][e];
 }
 
 }  // namespace linattn::cuda::detail

@@ -92,13 +92,14 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
   const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV;
   const index_t h = hv / args.group;
   const span s = args.sequence(n_seq);
+  const index_t state_slot = args.slot(n_seq);  // state slot (pool); < 0: zero start, no write
   const index_t b = s.b;
   const int tid = int(threadIdx.x);
   const int end = s.start + s.length;
 
   for (int e = tid; e < K * BV; e += int(blockDim.x)) {
     const int i = e / BV, j = e % BV;
-    const float x = args.s0.data() ? args.s0(n_seq, hv, i, v0 + j) : 0.0f;
+    const float x = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, i, v0 + j) : 0.0f;
     hs[i * S::ldh + j] = x;
     h_op[i * S::ldb + j] = from_float<T>(x);
   }
@@ -179,10 +180,10 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
     __syncthreads();  // the buffer of this chunk may be refilled
   }
   __syncthreads();
-  if (args.s1.data())
+  if (args.s1.data() && state_slot >= 0)
     for (int e = tid; e < K * BV; e += int(blockDim.x)) {
       const int i = e / BV, j = e % BV;
-      args.s1(n_seq, hv, i, v0 + j) = hs[i * S::ldh + j];
+      args.s1(state_slot, hv, i, v0 + j) = hs[i * S::ldh + j];
     }
 }
 

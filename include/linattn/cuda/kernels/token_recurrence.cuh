@@ -32,6 +32,7 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
   const index_t n_seq = blockIdx.x, hv = blockIdx.y, v0 = index_t(blockIdx.z) * 32;
   const index_t h = hv / args.group;
   const span s = args.sequence(n_seq);
+  const index_t state_slot = args.slot(n_seq);  // state slot (pool); < 0: zero start, no write
   const index_t b = s.b;
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const index_t j = v0 + lane;
@@ -39,7 +40,7 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
 
   float hreg[R];
 #pragma unroll
-  for (int i = 0; i < R; ++i) hreg[i] = args.s0.data() ? args.s0(n_seq, hv, warp * R + i, j) : 0.0f;
+  for (int i = 0; i < R; ++i) hreg[i] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, warp * R + i, j) : 0.0f;
 
   for (int step = 0; step < s.length; ++step) {
     const index_t t = s.start + step;
@@ -83,9 +84,9 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
 #pragma unroll
     for (int i = 0; i < R; ++i) hreg[i] = alpha * hreg[i] + qk[par][1][warp * R + i] * u;
   }
-  if (args.s1.data())
+  if (args.s1.data() && state_slot >= 0)
 #pragma unroll
-    for (int i = 0; i < R; ++i) args.s1(n_seq, hv, warp * R + i, j) = hreg[i];
+    for (int i = 0; i < R; ++i) args.s1(state_slot, hv, warp * R + i, j) = hreg[i];
 }
 
 }  // namespace linattn::cuda::detail
