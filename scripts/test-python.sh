@@ -10,12 +10,12 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --python
 venv=build/py-venv
 start=$SECONDS
-if ! "$venv/bin/python" -c "import torch, pytest" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import torch, pytest, numpy" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check torch pytest
+  "$venv/bin/pip" install -q --disable-pip-version-check torch pytest numpy
 fi
 echo "== python: venv ready ($((SECONDS - start)) s)"
-"$venv/bin/pip" install -q --disable-pip-version-check . \
+CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} "$venv/bin/pip" install -q --disable-pip-version-check . \
   -Ccmake.define.LINATTN_PY_CUDA="${LINATTN_PY_CUDA:-OFF}" -Cbuild.verbose=false
 echo "== python: linattn built and installed ($((SECONDS - start)) s)"
 # From the tests' folder, so that `import linattn` is the installed package, not python/linattn.

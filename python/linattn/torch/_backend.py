@@ -66,7 +66,7 @@ def _host(t):
 
 def _cuda_supports(rule, form, q, v, chunk_size):
     K, V = q.shape[-1], v.shape[-1]
-    return (_cuda is not None and RULES[rule].cuda and K in (64, 128) and V in (64, 128)
+    return (_cuda is not None and RULES[rule].cuda and q.dtype == torch.float32 and K in (64, 128) and V in (64, 128)
             and (form == "recurrent" or chunk_size == 64))
 
 
@@ -80,9 +80,10 @@ def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, numbe
         return
     if q.device.type == "cuda" and _cuda_supports(rule, form, q, v, chunk_size):
         stream = torch.cuda.current_stream(q.device).cuda_stream
+        dense = lambda t: None if t is None else t.contiguous()   # the device kernels' row layout
         with torch.cuda.device(q.device), _python_names():
-            getattr(_cuda, "forward_" + rule)(form, q, k, v, list(extras), out, initial_state, final_state,
-                                              cu_seqlens, scale, number, stream)
+            getattr(_cuda, "forward_" + rule)(form, dense(q), dense(k), dense(v), [dense(e) for e in extras], out,
+                                              dense(initial_state), final_state, cu_seqlens, scale, number, stream)
         return
     _warn_once(("forward", rule, q.device.type),
                f"linattn: {rule} {form} forward on {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
