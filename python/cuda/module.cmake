@@ -33,8 +33,10 @@ add_library(linattn_py_cuda_kernels STATIC
   ${linattn_py_cuda_src}/rules/hebbian.cu ${linattn_py_cuda_src}/rules/scalar_decay.cu
   ${linattn_py_cuda_src}/rules/delta.cu ${linattn_py_cuda_src}/rules/gated_delta.cu
   ${linattn_py_cuda_src}/rules/longhorn.cu)
-set_target_properties(linattn_py_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON)
+set_target_properties(linattn_py_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 20)
 # The library's CUDA flags (C++20, relaxed constexpr, LINATTN_WITH_CUDA), with the static runtime.
+# CUDA_STANDARD 20 only keeps CMake from appending its default -std=c++17 after the flag below
+# (CMake 3.25 has no flag of its own for C++20 with nvcc 13).
 target_include_directories(linattn_py_cuda_kernels PRIVATE ${CMAKE_CURRENT_LIST_DIR}/../../include)
 target_compile_definitions(linattn_py_cuda_kernels PRIVATE LINATTN_WITH_CUDA)
 target_compile_options(linattn_py_cuda_kernels PRIVATE -std=c++20 --expt-relaxed-constexpr)
