@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Installs missing dependencies, builds everything (Release) in build/ and runs the whole test
-# suite under ctest. Extra arguments go to cmake's configure step (e.g. -DLINATTN_CUDA=OFF).
+# suite under ctest, then the Python package's tests (scripts/test-python.sh). Extra arguments
+# go to cmake's configure step (e.g. -DLINATTN_CUDA=OFF).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -12,3 +13,4 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then cuda=(-DL
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda[@]}" "$@"
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
+scripts/test-python.sh

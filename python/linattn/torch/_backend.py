@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: MIT
+"""Runs one rule's forward or backward on the tensors' device.
+
+CPU tensors go to linattn._cpu. CUDA tensors go to linattn._cuda (forward only: the library has
+no CUDA backward yet) when it was built and supports the call (rule, K and V in {64, 128});
+every other CUDA call runs the CPU kernels on host copies and copies the results back, with a
+warning the first time each case happens (docs/python.md#cuda-tensors).
+"""
+
+import warnings
+
+import torch
+
+from .. import _cpu
+from ._rules import RULES
+
+try:  # built only where a CUDA compiler was found (python/cuda/module.cmake)
+    from .. import _cuda
+except ImportError:  # pragma: no cover - depends on the build
+    _cuda = None
+
+_warned = set()
+_check_values = False
+
+
+def check_inputs(enabled=True):
+    """Also scan every input for NaN/Inf, log gates > 0 and negative beta/delta before computing
+    (the library's options::check_finite: one extra pass over the inputs; off by default, as
+    in fla). Returns the previous setting."""
+    global _check_values
+    previous, _check_values = _check_values, bool(enabled)
+    return previous
+
+
+class _python_names:
+    """The library names options by their C++ path ('options.initial_state'); Python users know
+    them as arguments ('initial_state')."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, trace):
+        if kind is ValueError and "'options." in str(error):
+            raise ValueError(str(error).replace("'options.", "'")) from None
+        return False
+
+
+def _warn_once(key, message):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def cuda_available():
+    """Whether the CUDA module was built (it runs the CUDA forward kernels)."""
+    return _cuda is not None
+
+
+def _threads():
+    return max(1, torch.get_num_threads())
+
+
+def _host(t):
+    return None if t is None else t.detach().cpu()
+
+
+def _cuda_supports(rule, form, q, v, chunk_size):
+    K, V = q.shape[-1], v.shape[-1]
+    return (_cuda is not None and RULES[rule].cuda and q.dtype == torch.float32 and K in (64, 128) and V in (64, 128)
+            and (form == "recurrent" or chunk_size == 64))
+
+
+def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size,
+            output_final_state, out, final_state):
+    """Writes `out` [B, T, HV, V] and, if given, `final_state` [N, HV, K, V(+K)]."""
+    if q.device.type == "cpu":
+        with _python_names():
+            getattr(_cpu, "forward_" + rule)(form, q, k, v, list(extras), out, initial_state, final_state,
+                                             cu_seqlens, scale, number, chunk_size, _threads(), _check_values)
+        return
+    if q.device.type == "cuda" and _cuda_supports(rule, form, q, v, chunk_size):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        dense = lambda t: None if t is None else t.contiguous()   # the device kernels' row layout
+        with torch.cuda.device(q.device), _python_names():
+            getattr(_cuda, "forward_" + rule)(form, dense(q), dense(k), dense(v), [dense(e) for e in extras], out,
+                                              dense(initial_state), final_state, cu_seqlens, scale, number, stream)
+        return
+    _warn_once(("forward", rule, q.device.type),
+               f"linattn: {rule} {form} forward on {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
+               "runs the CPU kernels on host copies (no device kernel for this case); docs/python.md")
+    host_out = torch.empty(out.shape, dtype=out.dtype)
+    host_state = None if final_state is None else torch.empty(final_state.shape, dtype=final_state.dtype)
+    forward(rule, form, _host(q), _host(k), _host(v), [_host(e) for e in extras], _host(initial_state),
+            _host(cu_seqlens), scale, number, chunk_size, output_final_state, host_out, host_state)
+    out.copy_(host_out)
+    if final_state is not None:
+        final_state.copy_(host_state)
+
+
+def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, number,
+             chunk_size, grads, grad_initial_state):
+    """Writes grads = [dq, dk, dv, d(extras)...] and, if given, grad_initial_state."""
+    if not RULES[rule].backward:
+        raise NotImplementedError(f"linattn: the {rule} rule has no backward pass (forward only)")
+    if q.device.type == "cpu":
+        with _python_names():
+            getattr(_cpu, "backward_" + rule)(q, k, v, list(extras), grad_out, grad_final_state, initial_state,
+                                              grad_initial_state, grads[0], grads[1], grads[2], list(grads[3:]),
+                                              cu_seqlens, scale, number, chunk_size, _threads())
+        return
+    _warn_once(("backward", q.device.type),
+               f"linattn: the backward of {q.device.type} tensors runs the CPU kernels on host copies "
+               "(the library has no CUDA backward yet); docs/python.md")
+    host_grads = [torch.empty(g.shape, dtype=g.dtype) for g in grads]
+    host_gs0 = None if grad_initial_state is None else torch.empty(grad_initial_state.shape,
+                                                                  dtype=grad_initial_state.dtype)
+    backward(rule, _host(q), _host(k), _host(v), [_host(e) for e in extras], _host(grad_out),
+             _host(grad_final_state), _host(initial_state), _host(cu_seqlens), scale, number, chunk_size,
+             host_grads, host_gs0)
+    for g, h in zip(grads, host_grads):
+        g.copy_(h)
+    if grad_initial_state is not None:
+        grad_initial_state.copy_(host_gs0)

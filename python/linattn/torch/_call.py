@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: MIT
+"""What every public function does around the custom op, as fla users expect it:
+
+- layout: `head_first=True` takes `[B, H, T, ...]` tensors; `state_v_first=True` takes and
+  returns states as `[N, HV, V, K]`;
+- precision: the kernels run in float64 when any input is float64, else in float32 (bf16/fp16
+  inputs are converted here); `o` comes back in q's dtype, the final state in the compute dtype
+  (float32 for fla's bf16 calls, as fla returns it);
+- `use_qk_l2norm_in_kernel`: q and k divided by sqrt(sum x^2 + 1e-6) in the compute dtype
+  (differentiated by autograd);
+- argument checks that must come before any torch op (ValueError naming the argument); the
+  library checks the rest (shapes, heads, offsets) and its messages name the argument too.
+"""
+
+import torch
+
+from ._ops import forward_op
+from ._rules import RULES
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_tensor(name, x, ndim=None, optional=False):
+    if x is None:
+        if optional:
+            return
+        raise ValueError(f"linattn: argument '{name}' is missing")
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"linattn: argument '{name}' is a {type(x).__name__}, expected a torch.Tensor")
+    if x.dtype not in _FLOATS:
+        raise ValueError(f"linattn: argument '{name}' has dtype {x.dtype}, expected a floating dtype")
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"linattn: argument '{name}' has {x.ndim} dimensions (shape {tuple(x.shape)}), "
+                         f"expected {ndim}")
+
+
+def check_seqlens(cu_seqlens, q, initial_state):
+    if cu_seqlens is None:
+        return
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype not in (torch.int32, torch.int64) \
+            or cu_seqlens.ndim != 1:
+        raise ValueError("linattn: argument 'cu_seqlens' must be a 1-D int32 or int64 tensor [N + 1]")
+    if q.shape[0] != 1:
+        raise ValueError(f"linattn: argument 'q' has batch size {q.shape[0]}; with 'cu_seqlens' the batch "
+                         "size must be 1 (pack the sequences along T)")
+    if initial_state is not None and initial_state.shape[0] != cu_seqlens.shape[0] - 1:
+        raise ValueError(f"linattn: argument 'initial_state' holds {initial_state.shape[0]} states, "
+                         f"'cu_seqlens' describes {cu_seqlens.shape[0] - 1} sequences")
+
+
+def known(kwargs, names=()):
+    """Rejects keyword arguments fla does not take either (chunk_size, head_first and the old
+    transpose_state_layout are taken everywhere)."""
+    for name in kwargs:
+        if name not in names and name not in ("chunk_size", "head_first", "transpose_state_layout"):
+            raise TypeError(f"linattn: unexpected keyword argument '{name}'")
+
+
+def l2norm(x):
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+
+def run(rule, form, q, k, v, extras, *, scale=None, initial_state=None, output_final_state=False,
+        cu_seqlens=None, use_qk_l2norm_in_kernel=False, head_first=False, state_v_first=False, number=0.0,
+        chunk_size=64):
+    """Checks, converts, calls linattn::forward; returns (o, final_state or None).
+
+    q, k [B, T, H, K]; v [B, T, HV, V]; extras per token [B, T, HV] or [B, T, HV, K]
+    (head_first: T and the head dimension swapped); initial_state [N, HV, K, V]."""
+    spec = RULES[rule]
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, x, 4)
+    for name, x in zip(spec.extras, extras):
+        check_tensor(name, x, 4 if name in spec.per_key else 3)
+    check_tensor("initial_state", initial_state, 4, optional=True)
+    if head_first:
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+        extras = [x.transpose(1, 2) for x in extras]
+    check_seqlens(cu_seqlens, q, initial_state)
+    if scale is None:
+        scale = q.shape[-1] ** -0.5
+    out_dtype = q.dtype
+    inputs = (q, k, v, *extras) + (() if initial_state is None else (initial_state,))
+    real = torch.float64 if any(x.dtype == torch.float64 for x in inputs) else torch.float32
+    q, k, v = (x.to(real) for x in (q, k, v))
+    extras = [x.to(real) for x in extras]
+    if use_qk_l2norm_in_kernel:
+        q, k = l2norm(q), l2norm(k)
+    if initial_state is not None:
+        initial_state = initial_state.to(real)
+        if state_v_first:
+            initial_state = initial_state.transpose(-1, -2)
+    if cu_seqlens is not None and cu_seqlens.device != q.device and q.device.type == "cpu":
+        cu_seqlens = cu_seqlens.cpu()
+    o, final_state = forward_op(rule, form, q, k, v, extras, initial_state, cu_seqlens, float(scale),
+                                float(number), int(chunk_size), bool(output_final_state))
+    o = o.to(out_dtype)
+    if head_first:
+        o = o.transpose(1, 2)
+    if not output_final_state:
+        return o, None
+    if state_v_first:
+        final_state = final_state.transpose(-1, -2)
+    return o, final_state

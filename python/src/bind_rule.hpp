@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The CPU entry points of one rule as module functions `forward_<name>` and (rules with a
+/// backward pass) `backward_<name>`. Every array is a DLPack array (a torch tensor) of float32
+/// or float64 (q's dtype decides; the Python layer converts), outputs are allocated by the caller
+/// (torch's allocator), and the GIL is released while the library runs.
+#pragma once
+
+#include <nanobind/stl/string.h>
+
+#include <linattn/linattn.hpp>
+
+#include <string>
+
+#include "make_inputs.hpp"
+
+namespace linattn::python {
+
+/// Calls f.template operator()<T>() with T = float or double, as q's dtype says.
+template <class F>
+void with_real(const array& q, F&& f) {
+  if (q.dtype() == nb::dtype<float>()) return f.template operator()<float>();
+  if (q.dtype() == nb::dtype<double>()) return f.template operator()<double>();
+  bad_argument("q", "must be float32 or float64 at this level (the Python layer converts other dtypes)");
+}
+
+/// forward_<rule>(form, q, k, v, extras, out, initial_state, final_state, cu_seqlens, scale,
+/// number, chunk_size, threads, check_finite): form "chunk" (chunkwise_forward) or "recurrent" (recurrent_forward).
+template <class Rule>
+void forward(const std::string& form, const array& q, const array& k, const array& v, const arrays& extras,
+             const array& out, const maybe_array& initial_state, const maybe_array& final_state,
+             const maybe_array& cu_seqlens, double scale, double number, int chunk_size, int threads,
+             bool check_finite) {
+  with_real(q, [&]<class T>() {
+    const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
+    options<T> opt;
+    opt.check_finite = check_finite;
+    opt.scale = scale;
+    opt.chunk_size = chunk_size;
+    opt.threads = threads;
+    opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", memory::host);
+    opt.final_state = as_view<T, 4>(final_state, "final_state", memory::host);
+    opt.cu_seqlens = as_seqlens(cu_seqlens, memory::host);
+    const auto o = as_view<T, 4>(out, "out", memory::host);
+    const nb::gil_scoped_release unlocked;
+    if (form == "chunk") chunkwise_forward<Rule>(in, o, opt);
+    else if (form == "recurrent") recurrent_forward<Rule>(in, o, opt);
+    else bad_argument("form", "is '" + form + "', expected 'chunk' or 'recurrent'");
+  });
+}
+
+/// backward_<rule>(q, k, v, extras, grad_out, grad_final_state, initial_state,
+/// grad_initial_state, dq, dk, dv, dextras, cu_seqlens, scale, number, chunk_size, threads): chunkwise_backward (the
+/// gradients of either forward form: they compute the same function).
+template <class Rule>
+void backward(const array& q, const array& k, const array& v, const arrays& extras, const array& grad_out,
+              const maybe_array& grad_final_state, const maybe_array& initial_state,
+              const maybe_array& grad_initial_state, const array& dq, const array& dk, const array& dv,
+              const arrays& dextras, const maybe_array& cu_seqlens, double scale, double number, int chunk_size, int threads) {
+  with_real(q, [&]<class T>() {
+    const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
+    gradients_t<Rule, T> grads{};
+    grads.dq = as_view<T, 4>(dq, "dq", memory::host);
+    grads.dk = as_view<T, 4>(dk, "dk", memory::host);
+    grads.dv = as_view<T, 4>(dv, "dv", memory::host);
+    fill_views(grads, fields<Rule>::template gradients<T>(), dextras, memory::host);
+    backward_options<T> opt;
+    opt.scale = scale;
+    opt.chunk_size = chunk_size;
+    opt.threads = threads;
+    opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", memory::host);
+    opt.cu_seqlens = as_seqlens(cu_seqlens, memory::host);
+    opt.grad_final_state = as_view<const T, 4>(grad_final_state, "grad_final_state", memory::host);
+    opt.grad_initial_state = as_view<T, 4>(grad_initial_state, "grad_initial_state", memory::host);
+    const auto dout = as_view<const T, 4>(grad_out, "grad_out", memory::host);
+    const nb::gil_scoped_release unlocked;
+    chunkwise_backward<Rule>(in, dout, grads, opt);
+  });
+}
+
+/// Registers forward_<name> and, when the rule has a backward pass, backward_<name>.
+template <class Rule>
+void bind_rule(nb::module_& m, const std::string& name) {
+  using namespace nb::literals;
+  m.def(("forward_" + name).c_str(), &forward<Rule>, "form"_a, "q"_a, "k"_a, "v"_a, "extras"_a, "out"_a,
+        "initial_state"_a.none(), "final_state"_a.none(), "cu_seqlens"_a.none(), "scale"_a, "number"_a, "chunk_size"_a, "threads"_a,
+        "check_finite"_a);
+  if constexpr (has_gradients<Rule>)
+    m.def(("backward_" + name).c_str(), &backward<Rule>, "q"_a, "k"_a, "v"_a, "extras"_a, "grad_out"_a,
+          "grad_final_state"_a.none(), "initial_state"_a.none(), "grad_initial_state"_a.none(), "dq"_a, "dk"_a,
+          "dv"_a, "dextras"_a, "cu_seqlens"_a.none(), "scale"_a, "number"_a, "chunk_size"_a, "threads"_a);
+}
+
+}  // namespace linattn::python

@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+"""fla and linattn.torch side by side on one GPU: the host time of a Python call (launch
+overhead: the call returns before the GPU finishes) and the GPU time per call (CUDA events),
+forward and forward+backward, bf16 q/k/v with fp32 g/beta. Small calls (decode, B=1 prefill)
+are where host overhead shows. linattn's backward runs on host copies (docs/python.md), so its
+forward+backward numbers measure that path, not a CUDA backward."""
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+import linattn.torch as la
+
+try:
+    import fla.ops.gated_delta_rule as fla_gdn
+except ImportError:  # fla missing: linattn's numbers only
+    fla_gdn = None
+
+# name, form, B, T, H, K, V, backward too
+SHAPES = [
+    ("decode B1", "fused_recurrent", 1, 1, 16, 128, 128, False),
+    ("decode B32", "fused_recurrent", 32, 1, 16, 128, 128, False),
+    ("prefill B1 T512", "chunk", 1, 512, 16, 128, 128, True),
+    ("prefill B1 T8192", "chunk", 1, 8192, 16, 128, 128, True),
+    ("train B4 T2048", "chunk", 4, 2048, 16, 128, 128, True),
+]
+
+
+def inputs(B, T, H, K, V, grad):
+    d = "cuda"
+    q = torch.randn(B, T, H, K, device=d, dtype=torch.bfloat16)
+    k = F.normalize(torch.randn(B, T, H, K, device=d), dim=-1).bfloat16()
+    v = torch.randn(B, T, H, V, device=d, dtype=torch.bfloat16)
+    g = F.logsigmoid(torch.randn(B, T, H, device=d))
+    beta = torch.rand(B, T, H, device=d)
+    h0 = torch.randn(B, H, K, V, device=d) * 0.1
+    xs = [q, k, v, g, beta]
+    if grad:
+        for x in xs:
+            x.requires_grad_(True)
+    return xs, h0
+
+
+def call(lib, form, xs, h0):
+    q, k, v, g, beta = xs
+    if form == "chunk":
+        f = lib.chunk_gated_delta_rule
+        return f(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    f = lib.fused_recurrent_gated_delta_rule
+    return f(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True)
+
+
+def measure(fn, iters):
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    host = 0.0
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        host += time.perf_counter() - t0
+    end.record()
+    torch.cuda.synchronize()
+    return host / iters * 1e6, start.elapsed_time(end) / iters * 1e3   # microseconds
+
+
+def main():
+    libs = [("linattn", la)] + ([("fla", fla_gdn)] if fla_gdn else [])
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; times in microseconds per call")
+    print(f"{'shape':20} {'lib':8} {'fwd host':>10} {'fwd gpu':>10} {'f+b host':>10} {'f+b gpu':>10}")
+    for name, form, B, T, H, K, V, backward in SHAPES:
+        for lib_name, lib in libs:
+            xs, h0 = inputs(B, T, H, K, V, False)
+            iters = 200 if T == 1 else 20
+            fh, fg = measure(lambda: call(lib, form, xs, h0), iters)
+            bh = bg = float("nan")
+            if backward:
+                gx, _ = inputs(B, T, H, K, V, True)
+
+                def step():
+                    o, s = call(lib, form, gx, h0)
+                    (o.float().sum() + s.sum()).backward()
+                bh, bg = measure(step, 3 if lib is la else 10)
+            print(f"{name:20} {lib_name:8} {fh:10.1f} {fg:10.1f} {bh:10.1f} {bg:10.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+# SPDX-License-Identifier: MIT
+"""CUDA tensors: the forward through linattn::cuda (K, V in {64, 128}) against the CPU, on
+torch's current stream; other shapes and the backward on host copies. Skipped without a GPU."""
+
+import warnings
+
+import pytest
+import torch
+
+import linattn.torch as la
+from calls import CASES, IDS
+from conftest import close, make_inputs, make_state
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device: the CUDA tests run on a GPU machine (docs/python.md)")
+
+
+def _cuda(xs):
+    return [x.cuda() for x in xs]
+
+
+def test_cuda_module_built():
+    assert la.cuda_available(), "linattn._cuda was not built (no nvcc when the package was installed?)"
+
+
+@pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
+@pytest.mark.parametrize("K,V", [(64, 64), (128, 64), (64, 128)])
+def test_forward_matches_cpu(name, call, rule, takes, K, V):
+    HV = 2 if rule == "vector_decay" else 4
+    q, k, v, g, beta = make_inputs(T=150, HV=HV, K=K, V=V, gate="key" if rule == "vector_decay" else "scalar")
+    h0 = make_state(2, HV, K, V)
+    want_o, want_s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # the rules without CUDA kernels say they copy
+        o, s = call(*_cuda((q, k, v, g, beta)), initial_state=h0.cuda(), output_final_state=True)
+    assert o.is_cuda and s.is_cuda
+    close(o.cpu(), want_o, 2e-4)
+    close(s.cpu(), want_s, 2e-4)
+
+
+def test_packed_and_stream():
+    """cu_seqlens on the device, a side stream: results equal the CPU's."""
+    cu = torch.tensor([0, 70, 71, 300])
+    q, k, v, g, beta = make_inputs(B=1, T=300, K=64, V=64)
+    want, ws = la.chunk_gated_delta_rule(q, k, v, g, beta, cu_seqlens=cu, output_final_state=True)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        o, s = la.chunk_gated_delta_rule(*_cuda((q, k, v, g, beta)), cu_seqlens=cu.cuda(), output_final_state=True)
+    side.synchronize()
+    close(o.cpu(), want, 2e-4)
+    close(s.cpu(), ws, 2e-4)
+
+
+def test_bf16_on_cuda():
+    q, k, v, g, beta = make_inputs(T=100, K=128, V=128)
+    qb, kb, vb = (x.to(torch.bfloat16) for x in (q, k, v))
+    want, _ = la.chunk_gated_delta_rule(qb, kb, vb, g, beta)
+    o, s = la.chunk_gated_delta_rule(*_cuda((qb, kb, vb, g, beta)), output_final_state=True)
+    assert o.dtype == torch.bfloat16 and s.dtype == torch.float32
+    close(o.cpu(), want, 2e-2)
+
+
+def test_backward_on_cuda_tensors():
+    """The backward runs the CPU kernels on host copies: gradients land on the device and equal
+    the CPU's."""
+    q, k, v, g, beta = make_inputs(T=80, K=64, V=64)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta)]
+    dev = [x.cuda().requires_grad_() for x in (q, k, v, g, beta)]
+    want = torch.autograd.grad(la.chunk_gated_delta_rule(*leaves)[0].square().sum(), leaves)
+    la._backend._warned.clear()            # the warning comes once per case and process
+    with pytest.warns(RuntimeWarning, match="host copies"):
+        got = torch.autograd.grad(la.chunk_gated_delta_rule(*dev)[0].square().sum(), dev)
+    for a, b in zip(got, want):
+        assert a.is_cuda
+        close(a.cpu(), b, 1e-3)
+
+
+def test_unsupported_shape_falls_back_with_a_warning():
+    q, k, v, g, beta = make_inputs(T=20, K=16, V=12)
+    want, _ = la.chunk_gated_delta_rule(q, k, v, g, beta)
+    la._backend._warned.clear()
+    with pytest.warns(RuntimeWarning, match="host copies"):
+        o, _ = la.chunk_gated_delta_rule(*_cuda((q, k, v, g, beta)))
+    close(o.cpu(), want, 1e-5)
+
+
+def test_compile_on_cuda():
+    q, k, v, g, beta = _cuda(make_inputs(T=64, K=64, V=64))
+    f = torch.compile(lambda *a: la.chunk_gated_delta_rule(*a)[0], backend="aot_eager", fullgraph=True)
+    close(f(q, k, v, g, beta).cpu(), la.chunk_gated_delta_rule(q, k, v, g, beta)[0].cpu(), 1e-6)
