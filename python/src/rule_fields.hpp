@@ -8,6 +8,7 @@
 #include <linattn/rules/delta.hpp>
 #include <linattn/rules/gated_delta.hpp>
 #include <linattn/rules/hebbian.hpp>
+#include <linattn/rules/kda.hpp>
 #include <linattn/rules/longhorn.hpp>
 #include <linattn/rules/nlms.hpp>
 #include <linattn/rules/rls.hpp>
@@ -85,6 +86,16 @@ struct fields<NLMS> {
   template <class T> static constexpr auto inputs() { return std::tuple{}; }
   template <class T> static constexpr auto gradients() { return std::tuple{}; }
   template <class T> static constexpr auto number() { return field{"eps_k", &NLMS::inputs<T>::eps_k}; }
+};
+
+/// Forward only (no backward in the library yet): per-key log gates and beta.
+template <>
+struct fields<KDA> {
+  template <class T>
+  static constexpr auto inputs() {
+    return std::tuple{field{"g", &KDA::inputs<T>::g}, field{"beta", &KDA::inputs<T>::beta}};
+  }
+  template <class T> static constexpr auto number() { return nullptr; }
 };
 
 /// Forward only (no backward in the library): the log forgetting factor is optional.

@@ -8,10 +8,10 @@ import torch
 
 def _step(rule, h, k, v, g, beta, eps_k):
     """One token for all (batch, value head) pairs: h [B, HV, K, V]; k [B, HV, K]; v [B, HV, V];
-    g [B, HV] or [B, HV, K]; beta [B, HV] (Longhorn: delta)."""
+    g [B, HV] or [B, HV, K] (vector_decay, kda); beta [B, HV] (Longhorn: delta)."""
     if rule in ("scalar_decay", "gated_delta"):
         h = h * torch.exp(g)[..., None, None]
-    elif rule == "vector_decay":
+    elif rule in ("vector_decay", "kda"):
         h = h * torch.exp(g)[..., None]
     if rule in ("hebbian", "scalar_decay", "vector_decay"):
         return h + k[..., :, None] * v[..., None, :]

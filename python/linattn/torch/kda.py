@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+"""Kimi Delta Attention under fla's names: chunk_kda and fused_recurrent_kda
+(docs/math.md#kda): S_t = S_{t-1} diag(exp(g_t)) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
+
+Shapes: q, k [B, T, H, K]; v [B, T, HV, V]; g [B, T, HV, K] (log decay per key, <= 0); beta
+[B, T, HV]; states [N, HV, K, V]. Forward only for now (the library has no KDA backward yet:
+autograd raises NotImplementedError); CPU kernels (CUDA tensors run them on host copies).
+"""
+
+import torch
+import torch.nn.functional as F
+
+from ._call import check_tensor, known as _known, run
+from .gated_delta import _beta, _state_v_first
+
+
+def _kda_gate(g, use_gate_in_kernel, A_log, dt_bias, lower_bound):
+    """fla's in-kernel KDA gate from the raw g [B, T, HV, K]: -exp(A_log) * softplus(g + dt_bias),
+    or lower_bound * sigmoid(g + dt_bias) when lower_bound is given without A_log."""
+    if not use_gate_in_kernel:
+        return g
+    x = g.float() if g.dtype != torch.float64 else g
+    if dt_bias is not None:
+        x = x + dt_bias.to(x.dtype).view(x.shape[-2], x.shape[-1])
+    if lower_bound is not None and A_log is None:
+        return lower_bound * torch.sigmoid(x)
+    if A_log is None:
+        raise ValueError("linattn: argument 'A_log' is missing (use_gate_in_kernel=True needs it)")
+    check_tensor("A_log", A_log, 1)
+    return -torch.exp(A_log.to(x.dtype)).view(-1, 1) * F.softplus(x)
+
+
+def _kda(form, q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+         use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens, kwargs):
+    if kwargs.get("cp_context") is not None:
+        raise NotImplementedError("linattn: argument 'cp_context' (context parallelism) is not supported")
+    _known(kwargs, ("cp_context", "A_log", "dt_bias", "lower_bound", "safe_gate", "disable_recompute", "cu_seqlens_cpu",
+                    "chunk_indices", "return_intermediate_states"))
+    if kwargs.get("return_intermediate_states"):
+        raise NotImplementedError("linattn: argument 'return_intermediate_states' is not supported")
+    check_tensor("g", g, 4)
+    check_tensor("beta", beta, 3)
+    g = _kda_gate(g, use_gate_in_kernel, kwargs.get("A_log"), kwargs.get("dt_bias"), kwargs.get("lower_bound"))
+    beta = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    return run("kda", form, q, k, v, [g, beta], scale=scale, initial_state=initial_state,
+               output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+               use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, head_first=kwargs.get("head_first", False),
+               state_v_first=_state_v_first(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64))
+
+
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+              allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, **kwargs):
+    """KDA, chunkwise (the WY form with per-key decays). Returns (o, final_state or None)."""
+    return _kda("chunk", q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+                use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens, kwargs)
+
+
+def fused_recurrent_kda(q, k, v, g, beta=None, scale=None, initial_state=None, output_final_state=False,
+                        use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                        allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, **kwargs):
+    """KDA token by token (recurrent form); beta defaults to ones."""
+    if beta is None:
+        check_tensor("v", v, 4)
+        beta = v.new_ones(v.shape[:3])
+    return _kda("recurrent", q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
+                use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens, kwargs)

@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: MIT
+"""chunk_kda and fused_recurrent_kda (forward only) against the float64 reference: odd T, K != V,
+grouped value heads, packed sequences, initial and final states, strong per-key gates, fla's
+in-kernel gate and beta options; the backward is refused clearly; bad shapes name the argument."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import linattn.torch as la
+from conftest import close, make_inputs, make_state
+from reference import reference
+
+CALLS = [("chunk", la.chunk_kda), ("recurrent", la.fused_recurrent_kda)]
+
+
+@pytest.mark.parametrize("form,call", CALLS, ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 2e-5)])
+@pytest.mark.parametrize("strong", [False, True])
+def test_matches_reference(form, call, dtype, tol, strong):
+    q, k, v, g, beta = make_inputs(T=37, HV=4, K=16, V=12, dtype=dtype, gate="key", strong=strong)
+    g[..., ::3] = 0.0  # some key dimensions never forget
+    h0 = make_state(2, 4, 16, 12, dtype=dtype)
+    o, s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True, chunk_size=16)
+    ro, rs = reference("kda", q, k, v, g, beta, h0=h0)
+    close(o, ro, tol)
+    close(s, rs, tol)
+
+
+@pytest.mark.parametrize("form,call", CALLS, ids=[c[0] for c in CALLS])
+def test_packed_sequences(form, call):
+    cu = torch.tensor([0, 5, 5, 86, 100], dtype=torch.int64)
+    q, k, v, g, beta = make_inputs(B=1, T=100, HV=2, K=8, V=10, dtype=torch.float64, gate="key")
+    h0 = make_state(4, 2, 8, 10, dtype=torch.float64)
+    o, s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu)
+    ro, rs = reference("kda", q, k, v, g, beta, h0=h0, cu_seqlens=cu)
+    close(o, ro, 1e-10)
+    close(s, rs, 1e-10)
+
+
+def test_in_kernel_gate_beta_and_l2norm():
+    """use_gate_in_kernel: g = -exp(A_log) softplus(g + dt_bias); beta through a sigmoid; q, k
+    L2-normalised inside: the same as passing the transformed tensors."""
+    q, k, v, raw, b = make_inputs(T=20, HV=4, K=8, V=6, dtype=torch.float64, gate="key", normalize_keys=False)
+    A_log, dt_bias = torch.randn(4, dtype=torch.float64), torch.randn(4 * 8, dtype=torch.float64)
+    o, _ = la.chunk_kda(q, k, v, raw, b, use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias,
+                        use_beta_sigmoid_in_kernel=True, use_qk_l2norm_in_kernel=True)
+    g = -torch.exp(A_log).view(4, 1) * F.softplus(raw + dt_bias.view(4, 8))
+    ro, _ = reference("kda", F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, g, torch.sigmoid(b))
+    close(o, ro, 1e-8)
+
+
+def test_backward_is_refused_and_bad_shapes_are_named():
+    q, k, v, g, beta = make_inputs(T=9, HV=4, K=8, V=6, dtype=torch.float64, gate="key", requires_grad=True)
+    o, _ = la.chunk_kda(q, k, v, g, beta)
+    with pytest.raises(NotImplementedError):
+        o.sum().backward()
+    with pytest.raises(ValueError, match="'g'"):
+        la.chunk_kda(q.detach(), k.detach(), v.detach(), g.detach()[..., 0], beta.detach())
