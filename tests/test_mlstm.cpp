@@ -233,7 +233,7 @@ TEST_CASE("mLSTM: input gates up to +300 and forget gates near 0 stay finite and
   }
 }
 
-TEST_CASE("mLSTM: results do not depend on the thread count; two calls equal one", "[mlstm][threads][state]") {
+TEST_CASE("mLSTM: results do not depend on the thread count, and two calls equal one", "[mlstm][threads][state]") {
   std::mt19937_64 rng(5);
   const auto p = make(rng, {}, 0.0, 2.0, 1.0, true);
   for (mform f : {mform::recurrent, mform::chunkwise, mform::parallel}) {

@@ -413,7 +413,8 @@ TEMPLATE_LIST_TEST_CASE("continuous batching: prefill and decode through a pool 
     pp.q = pick(p.q, std::size_t(d.H) * d.K);
     pp.k = pick(p.k, std::size_t(d.H) * d.K);
     pp.v = pick(p.v, std::size_t(d.HV) * d.V);
-    if (!p.g.empty()) pp.g = pick(p.g, std::size_t(d.HV));
+    const std::size_t gates_per_token = std::size_t(d.HV) * (p.kind == ref::decay::vector ? d.K : 1);
+    if (!p.g.empty()) pp.g = pick(p.g, gates_per_token);
     if (!p.beta.empty()) pp.beta = pick(p.beta, std::size_t(d.HV));
     const token_buffers<Rule, T> pb(pp);
     buffer<T, 4> po({1, pp.d.T, d.HV, d.V}, layout::contiguous);
@@ -461,7 +462,7 @@ TEMPLATE_LIST_TEST_CASE("continuous batching: prefill and decode through a pool 
     sp.q = take(p.q, std::size_t(d.H) * d.K);
     sp.k = take(p.k, std::size_t(d.H) * d.K);
     sp.v = take(p.v, std::size_t(d.HV) * d.V);
-    if (!p.g.empty()) sp.g = take(p.g, std::size_t(d.HV));
+    if (!p.g.empty()) sp.g = take(p.g, std::size_t(d.HV) * (p.kind == ref::decay::vector ? d.K : 1));
     if (!p.beta.empty()) sp.beta = take(p.beta, std::size_t(d.HV));
     const token_buffers<Rule, T> sb(sp);
     buffer<T, 4> so({sp.d.B, 1, d.HV, d.V}, layout::contiguous);
