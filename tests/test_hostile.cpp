@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Hostile numerics: hard resets (log gates of -inf), single huge gates beside small ones, key
-// norms from 1e-20 to 1e20, beta at 0 and 2, very long sequences; every form in float and
+// norms from 1e-20 to 1e20, beta at 0 and 2, very long sequences, denormals; every form in float and
 // double against the float64 reference, never NaN. Plus the validation holes found with them:
 // a scale that is finite only as a double, extents and strides whose reach overflows.
 #include "support/catch.hpp"
@@ -204,4 +204,29 @@ TEST_CASE("extents and strides whose reach overflows the index are rejected up f
                                  .v = la::view(static_cast<const float*>(x.data()), {2, 2, 1, 4}, {0, 0, 0, 1})};
   expect_overflow(in2, la::view(o.data(), {2, 2, 1, 4}, {index_t(1) << 62, 4, 4, 1}), "out");
   for (float e : o) CHECK(std::isnan(e));
+}
+
+TEMPLATE_LIST_TEST_CASE("denormals: states decaying through the subnormal range, subnormal inputs beside normal ones",
+                        "[hostile]", gated_cases) {
+  using Rule = typename TestType::rule;
+  using T = typename TestType::scalar;
+  std::mt19937_64 rng(16);
+  const ref::dims d{.B = 2, .T = 150, .H = 1, .HV = 2, .K = 8, .V = 6};
+  ref::problem p = make_problem(rng, d, spec_of<Rule>(), gates::mild);
+  const double tiny = std::is_same_v<T, float> ? 1e-40 : 1e-310;  // subnormal in T
+  // Gates of -5: a state of size 1 passes through T's subnormal range within the sequence.
+  for (auto& e : p.g) e = -5.0;
+  // Every third value and every fifth initial-state entry subnormal; keys and queries normal.
+  for (std::size_t i = 0; i < p.v.size(); i += 3) p.v[i] = tiny * (1 + double(i % 7));
+  for (std::size_t i = 0; i < p.s0.size(); i += 5) p.s0[i] = tiny;
+  const ref::result want = ref::run(p);
+  for (form f : all_forms) {
+    CAPTURE(name(f));
+    const outcome got = run<Rule, T>(f, p, {.chunk = 16});
+    for (double x : got.r.o) REQUIRE(std::isfinite(x));
+    // Subnormal contributions lie far below the tolerance of the normal ones (flush-to-zero is
+    // allowed to drop them): the outputs and states match float64 relative to their scale.
+    CHECK(rel_err(got.r.o, want.o) <= tolerance<T>());
+    CHECK(rel_err(got.r.s, want.s) <= tolerance<T>());
+  }
 }
