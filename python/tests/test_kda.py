@@ -46,7 +46,8 @@ def test_in_kernel_gate_beta_and_l2norm():
     o, _ = la.chunk_kda(q, k, v, raw, b, use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias,
                         use_beta_sigmoid_in_kernel=True, use_qk_l2norm_in_kernel=True)
     g = -torch.exp(A_log).view(4, 1) * F.softplus(raw + dt_bias.view(4, 8))
-    ro, _ = reference("kda", F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, g, torch.sigmoid(b))
+    unit = lambda x: x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)  # fla's l2norm (eps 1e-6)
+    ro, _ = reference("kda", unit(q), unit(k), v, g, torch.sigmoid(b))
     close(o, ro, 1e-8)
 
 
