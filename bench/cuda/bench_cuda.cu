@@ -5,7 +5,7 @@
 /// does, so the fla comparison is like for like), next to the memory floor from a
 /// device-to-device copy timed in the same run.
 ///
-///   linattn_bench_cuda [--json FILE] [--reps N] [--shape I]
+///   linattn_bench_cuda [--json FILE] [--reps N] [--shape I [--backward]]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -173,6 +173,32 @@ row forward(const char* form, int B, int T, int H, int D, int reps, double bw) {
   return {std::string("GatedDelta bf16 ") + form, B, T, H, D, ms, bytes / bw * 1e3};
 }
 
+/// GatedDelta chunkwise backward (bf16, no initial state, no final-state gradient), as fla's
+/// chunk_gated_delta_rule backward after a forward with output_final_state=True; with
+/// `with_forward`, the forward and the backward in one timed call (a training step's share).
+row backward(int B, int T, int H, int D, int reps, double bw, bool with_forward) {
+  const gated_delta_buffers x(B, T, H, D, 1);
+  const auto in = x.inputs();
+  E* dout = device_random<E>(x.qk, 21, fill_kind::normal);
+  E *dq, *dk, *dv, *dg, *db;
+  for (E** p : {&dq, &dk, &dv}) ok(cudaMalloc(p, std::size_t(x.qk) * sizeof(E)), "cudaMalloc");
+  for (E** p : {&dg, &db}) ok(cudaMalloc(p, std::size_t(x.tok) * sizeof(E)), "cudaMalloc");
+  la::GatedDelta::gradients<E> gr{.dq = la::view(dq, B, T, H, D), .dk = la::view(dk, B, T, H, D),
+                                  .dv = la::view(dv, B, T, H, D), .dg = la::view(dg, B, T, H),
+                                  .dbeta = la::view(db, B, T, H)};
+  la::options<float> fwd;
+  fwd.final_state = x.states();
+  const la::tensor_view<const E, 4> grad_out = la::view<const E>(dout, B, T, H, D);
+  const double ms = median_ms([&] {
+    if (with_forward) la::cuda::chunkwise_forward<la::GatedDelta>(in, x.out(), fwd);
+    la::cuda::chunkwise_backward<la::GatedDelta>(in, grad_out, gr);
+  }, reps);
+  for (void* p : {(void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)dg, (void*)db}) cudaFree(p);
+  // memory floor: read q, k, v, g, beta, dO once, write their gradients once
+  const double bytes = double(x.qk) * 7 * sizeof(E) + double(x.tok) * 4 * sizeof(E);
+  return {std::string("GatedDelta bf16 ") + (with_forward ? "fwd+bwd" : "backward"), B, T, H, D, ms, bytes / bw * 1e3};
+}
+
 /// One decode step of GatedDelta (bf16 inputs, fp32 state in place) for B sequences.
 row decode(int B, int H, int D, int reps, double bw) {
   const gated_delta_buffers x(B, 1, H, D, 11);
@@ -201,11 +227,13 @@ row decode_pool(int B, int H, int D, int reps, double bw) {
 int main(int argc, char** argv) {
   std::string json;
   int reps = 30, only = -1;
+  bool profile_backward = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--shape" && i + 1 < argc) only = std::atoi(argv[++i]);  // one chunkwise shape (for profilers)
+    else if (a == "--backward") profile_backward = true;                     // ... its backward instead
   }
   cudaDeviceProp prop{};
   ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -215,11 +243,14 @@ int main(int argc, char** argv) {
   const int shapes[][3] = {{1, 8192, 16}, {4, 4096, 16}, {8, 2048, 32}, {2, 16384, 16}, {16, 4096, 32}};
   if (only >= 0) {
     const auto& s = shapes[only];
-    rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
+    rows.push_back(profile_backward ? backward(s[0], s[1], s[2], 128, reps, bw, false)
+                                    : forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
     std::printf("%s B%d T%d H%d: %.4f ms\n", rows[0].name.c_str(), s[0], s[1], s[2], rows[0].ms);
     return 0;
   }
   for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
+  for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, false));
+  for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true));
   rows.push_back(forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw));
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));

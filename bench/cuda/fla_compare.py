@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Times fla's chunk_gated_delta_rule and fused_recurrent_gated_delta_rule (Triton) on the
-shapes of bench/cuda/bench_cuda.cu and prints our/fla time ratios from the JSON that
+"""Times fla's chunk_gated_delta_rule (forward, backward, both) and
+fused_recurrent_gated_delta_rule (Triton) on the shapes of bench/cuda/bench_cuda.cu and prints our/fla time ratios from the JSON that
 linattn_bench_cuda wrote. fla is timed twice: as a Python user calls it (median of do_bench,
 which flushes the L2 before every call; includes the host-side launch gaps between fla's
 kernels) and replayed from a CUDA graph (median of CUDA-event timings with an L2 flush before
@@ -62,6 +62,26 @@ def time_graph_ms(fn, reps=50):
     return statistics.median(times)
 
 
+def fla_training_step(q, k, v, gate, beta, with_forward_time):
+    """fla's forward + backward through autograd (the fwd+bwd rows), or its backward alone: the
+    backward of a forward already run (the graph is kept), the backward rows. fla-core 0.6
+    refuses its gated backward on Hopper with Triton < 3.7.1 (its issue #640: the results can be
+    wrong); the guard is switched off here for timing only, never for results."""
+    import sys
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("fla.") and hasattr(mod, "IS_NVIDIA_HOPPER"):
+            mod.IS_NVIDIA_HOPPER = False
+    leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v, gate, beta)]
+    dout = torch.randn(q.shape, device=q.device, dtype=q.dtype, generator=torch.Generator(device="cuda").manual_seed(1))
+    if with_forward_time:
+        def step():
+            o, _ = chunk_gated_delta_rule(*leaves[:3], g=leaves[3], beta=leaves[4], output_final_state=True)
+            return torch.autograd.grad(o, leaves, dout)
+        return step
+    o, _ = chunk_gated_delta_rule(*leaves[:3], g=leaves[3], beta=leaves[4], output_final_state=True)
+    return lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", required=True, help="JSON written by linattn_bench_cuda --json")
@@ -74,7 +94,9 @@ def main():
     for r in ours["rows"]:
         B, T, H, D = r["B"], r["T"], r["H"], r["D"]
         q, k, v, gate, beta = inputs(B, T, H, D)
-        if r["name"].endswith("chunkwise"):
+        if r["name"].endswith("backward") or r["name"].endswith("fwd+bwd"):
+            fn = fla_training_step(q, k, v, gate, beta, with_forward_time=r["name"].endswith("fwd+bwd"))
+        elif r["name"].endswith("chunkwise"):
             fn = lambda: chunk_gated_delta_rule(q, k, v, g=gate, beta=beta, output_final_state=True)
         elif r["name"].endswith("recurrent"):  # fla's recurrent kernel reads the gates as fp32
             g32 = gate.float()

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Umbrella header of the CUDA backend (target linattn::cuda, macro LINATTN_WITH_CUDA):
-/// linattn::cuda::chunkwise_forward, recurrent_forward and decode_step on device memory,
+/// linattn::cuda::chunkwise_forward, chunkwise_backward, recurrent_forward and decode_step on device memory,
 /// for the same rule structs, inputs, layouts and options as the CPU API. Needs no Eigen.
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "core/options.hpp"
 #include "core/tensor_view.hpp"
 #include "cuda/chunkwise.cuh"
+#include "cuda/chunkwise_backward.cuh"
 #include "cuda/recurrent.cuh"
 #include "rules/delta.hpp"
 #include "rules/gated_delta.hpp"

@@ -37,6 +37,10 @@ void round_inputs(ref::problem& p, dtype t) {
   for (auto& e : p.s0) e = double(float(e));  // the state is fp32 on the device
 }
 
+void round_values(std::vector<double>& x, dtype t) {
+  for (auto& e : x) e = t == dtype::f32 ? round_to<float>(e) : t == dtype::f16 ? round_to<__half>(e) : round_to<__nv_bfloat16>(e);
+}
+
 void trim_workspace() {
   if (cudaDeviceSynchronize() != cudaSuccess) throw std::runtime_error("cudaDeviceSynchronize failed");
   la::cuda::trim_workspace();

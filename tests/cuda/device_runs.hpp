@@ -55,6 +55,27 @@ outcome run(const ref::problem& p, dtype t, form f, const config& c);
 template <class Rule>
 std::string bad_call(const char* what);
 
+/// Gradients of a chunkwise_backward call, in float64 (row-major logical order).
+struct backward_outcome {
+  std::vector<double> dq, dk, dv, dg, dbeta, ds0;  // dg, dbeta: empty when the rule has none
+  bool all_written = true;                         // no NaN left from the poison
+};
+
+/// Rounds x to the input type `t` (float for f32).
+void round_values(std::vector<double>& x, dtype t);
+
+/// Runs linattn::cuda::chunkwise_backward<Rule> on the device with grad_out `dout`
+/// ([B, T, HV, V], in the input type) and grad_final_state `ds1` (fp32; empty: none); the
+/// problem's s0 is the initial state (empty: none). dL/d(initial state) is asked for.
+template <class Rule>
+backward_outcome run_backward(const ref::problem& p, const std::vector<double>& dout, const std::vector<double>& ds1,
+                              dtype t, const config& c);
+
+/// Calls chunkwise_backward<Rule> with a gradient view in host memory ("host_dq") or of the
+/// wrong shape ("dv_shape") and returns the message of the linattn::error (empty if none).
+template <class Rule>
+std::string bad_backward_call(const char* what);
+
 /// linattn::cuda::trim_workspace(), after a device synchronisation.
 void trim_workspace();
 

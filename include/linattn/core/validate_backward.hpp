@@ -49,19 +49,31 @@ class gradient_checker {
   Checker& c_;
 };
 
-/// Validates a backward call of `Rule` (form f) and returns its sizes.
-template <class Rule, class T, class Real>
+/// Whether a rule registers extra gradient views (Rule::check_gradients(grads, checker)).
+template <class Rule, class Grads, class Checker>
+concept checks_gradients = requires(const Grads& g, Checker& c) { Rule::check_gradients(g, c); };
+
+/// Rule::check_gradients(g, c) where the rule has it.
+template <class Rule, class Grads, class Checker>
+void check_rule_gradients(const Grads& g, Checker& c) {
+  if constexpr (checks_gradients<Rule, Grads, Checker>) Rule::check_gradients(g, c);
+}
+
+/// Validates a backward call of `Rule` (form f) and returns its sizes. `setup(checker)` runs
+/// first (a backend registers where the caller's offsets live, for the overlap checks).
+template <class Rule, class T, class Real, class Setup = void (*)(call_checker<Rule, T, Real>&)>
 problem validate_backward(form f, const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out,
                           const gradients_t<Rule, T>& grads, const backward_options<Real>& opt,
-                          const char* api = "linattn::") {
+                          const char* api = "linattn::", Setup&& setup = [](call_checker<Rule, T, Real>&) {}) {
   call_checker<Rule, T, Real> checker(f, in, opt, api);
+  setup(checker);
   return checker.check_backward(grad_out, [&](auto& c) {
     const problem& p = c.sizes();
     gradient_checker g(c);
     g.output("dq", grads.dq, std::array<index_t, 4>{p.B, p.T, p.H, p.K}, "[B, T, H, K] (the shape of q)");
     g.output("dk", grads.dk, std::array<index_t, 4>{p.B, p.T, p.H, p.K}, "[B, T, H, K] (the shape of k)");
     g.output("dv", grads.dv, std::array<index_t, 4>{p.B, p.T, p.HV, p.V}, "[B, T, HV, V] (the shape of v)");
-    if constexpr (requires { Rule::check_gradients(grads, g); }) Rule::check_gradients(grads, g);
+    check_rule_gradients<Rule>(grads, g);
     const std::array<index_t, 4> state{p.N, p.HV, p.K, p.V};
     c.expect("options.grad_final_state", opt.grad_final_state, state, "[N, HV, K, V]", false);
     c.extra_input("options.grad_final_state", opt.grad_final_state);

@@ -9,13 +9,13 @@
 
 #include <cuda_runtime.h>
 
-#include <string>
 #include <type_traits>
 
 #include "../core/family.hpp"
 #include "../core/options.hpp"
 #include "../core/tensor_view.hpp"
 #include "host/call_setup.cuh"
+#include "host/launch.cuh"
 #include "host/plan.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/chunk_local_mma.cuh"
@@ -28,15 +28,6 @@
 namespace linattn::cuda {
 
 namespace detail {
-
-/// Queues `kernel` on `grid`, with the block size and sizeof of its shared storage.
-template <class Storage, class Args>
-void launch(void (*kernel)(Args), dim3 grid, const Args& args, cudaStream_t stream, const char* name) {
-  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage)));
-  if (status != cudaSuccess) check(status, ("cudaFuncSetAttribute(" + std::string(name) + ")").c_str());
-  kernel<<<grid, Storage::threads, sizeof(Storage), stream>>>(args);
-  check_launch(name);
-}
 
 /// The chunkwise kernels of an input type: which state pass a call takes (`state_pass_for`, from
 /// the shape and the multiprocessor count) and the launches of its plan (`run`).

@@ -9,12 +9,16 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "../../core/backward.hpp"
 #include "../../core/options.hpp"
 #include "../../core/problem.hpp"
 #include "../../core/validate.hpp"
+#include "../../core/validate_backward.hpp"
 #include "../kernels/call_args.cuh"
 #include "status.cuh"
 
@@ -84,6 +88,18 @@ inline bool on_device(const void* p) {
   return p == nullptr || in_device_memory(p);  // null views are reported by the shape checks
 }
 
+/// The checks only the device path needs, common to every CUDA call: the head sizes the
+/// kernels support, the token count, and device memory for every named view.
+template <class Fail>
+void check_device_call(const Fail& fail, const problem& p, std::initializer_list<std::pair<const char*, const void*>> views) {
+  if (!((p.K == 64 || p.K == 128) && (p.V == 64 || p.V == 128)))
+    fail("q", "and 'v' give K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) +
+                  "; the CUDA kernels support K, V in {64, 128}");
+  if (p.B * p.T >= (index_t(1) << 31)) fail("q", "has B * T >= 2^31 tokens");
+  for (const auto& [name, ptr] : views)
+    if (!on_device(ptr)) fail(name, "is not in device memory (cudaMalloc'd or managed memory expected)");
+}
+
 /// Validates a CUDA call: the CPU checks, then device memory and the sizes the kernels
 /// support. `state` is decode_step's in-place state. Returns the problem (with its own copy
 /// of the offsets).
@@ -106,22 +122,53 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   problem p = checker.check(out, state);
   if (opt.check_finite)
     checker.fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");
-  if (!((p.K == 64 || p.K == 128) && (p.V == 64 || p.V == 128)))
-    checker.fail("q", "and 'v' give K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) +
-                          "; the CUDA kernels support K, V in {64, 128}");
   if (f == form::chunkwise && opt.chunk_size != chunk)
     checker.fail("options.chunk_size", "is " + std::to_string(opt.chunk_size) + "; the CUDA chunkwise form uses 64");
-  if (p.B * p.T >= (index_t(1) << 31)) checker.fail("q", "has B * T >= 2^31 tokens");
-  const auto device_view = [&](const char* name, const void* ptr) {
-    if (!on_device(ptr)) checker.fail(name, "is not in device memory (cudaMalloc'd or managed memory expected)");
+  check_device_call([&](const char* a, const std::string& m) { checker.fail(a, m); }, p,
+                    {{"q", in.q.data()},
+                     {"k", in.k.data()},
+                     {"v", in.v.data()},
+                     {"out", out.data()},
+                     {"state", state ? state->data() : nullptr},
+                     {"options.initial_state", opt.initial_state.data()},
+                     {"options.final_state", opt.final_state.data()}});
+  return p;
+}
+
+/// Validates a CUDA backward call: the CPU backward's checks (core/validate_backward.hpp),
+/// then device memory for every view and the sizes the kernels support.
+template <class Rule, class T>
+problem validate_backward(const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out,
+                          const gradients_t<Rule, T>& grads, const backward_options<float>& opt, const host_seqlens& cu) {
+  backward_options<float> host_opt = opt;
+  host_opt.cu_seqlens = cu.view();
+  host_opt.check_finite = false;
+  const problem p = linattn::detail::validate_backward<Rule, T, float>(
+      form::chunkwise_backward, in, grad_out, grads, host_opt, "linattn::cuda::", [&](auto& checker) {
+        if (opt.cu_seqlens.given() && !opt.cu_seqlens.null())
+          checker.cu_seqlens_region(linattn::detail::region_of("options.cu_seqlens", opt.cu_seqlens));
+      });
+  const auto fail = [&](const char* arg, const std::string& msg) {
+    throw error(std::string("linattn::cuda::chunkwise_backward<") + Rule::name + ">: argument '" + arg + "' " + msg);
   };
-  device_view("q", in.q.data());
-  device_view("k", in.k.data());
-  device_view("v", in.v.data());
-  device_view("out", out.data());
-  if (state) device_view("state", state->data());
-  device_view("options.initial_state", opt.initial_state.data());
-  device_view("options.final_state", opt.final_state.data());
+  if (opt.check_finite) fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");
+  const void* dbeta = nullptr;
+  if constexpr (requires { Rule::beta_gradient(grads); }) dbeta = Rule::beta_gradient(grads).data();
+  const void* dg = nullptr;
+  if constexpr (requires { grads.dg; }) dg = grads.dg.data();
+  check_device_call(fail, p,
+                    {{"q", in.q.data()},
+                     {"k", in.k.data()},
+                     {"v", in.v.data()},
+                     {"grad_out", grad_out.data()},
+                     {"dq", grads.dq.data()},
+                     {"dk", grads.dk.data()},
+                     {"dv", grads.dv.data()},
+                     {requires { grads.ddelta; } ? "ddelta" : "dbeta", dbeta},
+                     {"dg", dg},
+                     {"options.initial_state", opt.initial_state.data()},
+                     {"options.grad_final_state", opt.grad_final_state.data()},
+                     {"options.grad_initial_state", opt.grad_initial_state.data()}});
   return p;
 }
 

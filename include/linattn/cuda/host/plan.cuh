@@ -23,13 +23,14 @@ namespace linattn::cuda::detail {
 
 using linattn::detail::problem;
 
-/// Sequence n of a validated problem (batch rows, or the packed segments of cu_seqlens).
-inline std::vector<span> sequence_table(const problem& p) {
+/// Sequence n of a validated problem (batch rows, or the packed segments of cu_seqlens), its
+/// first chunk counted in chunks of `len` tokens.
+inline std::vector<span> sequence_table(const problem& p, int len = chunk) {
   std::vector<span> out;
   int first = 0;
   for (index_t n = 0; n < p.N; ++n) {
     out.push_back({int(p.batch(n)), int(p.start(n)), int(p.length(n)), first});
-    first += int((p.length(n) + chunk - 1) / chunk);
+    first += int((p.length(n) + len - 1) / len);
   }
   return out;
 }
@@ -43,12 +44,12 @@ inline std::vector<std::int64_t> slot_table(const problem& p) {
   return out;
 }
 
-/// Every chunk of every sequence (empty sequences have none).
-inline std::vector<span> chunk_table(const std::vector<span>& seqs) {
+/// Every chunk of `len` tokens of every sequence (empty sequences have none).
+inline std::vector<span> chunk_table(const std::vector<span>& seqs, int len = chunk) {
   std::vector<span> out;
   for (const span& s : seqs)
-    for (int t = s.start; t < s.start + s.length; t += chunk)
-      out.push_back({s.b, t, s.length - (t - s.start) < chunk ? s.length - (t - s.start) : chunk, 0});
+    for (int t = s.start; t < s.start + s.length; t += len)
+      out.push_back({s.b, t, s.length - (t - s.start) < len ? s.length - (t - s.start) : len, 0});
   return out;
 }
 

@@ -44,9 +44,10 @@ struct call_args {
   /// The state slot of sequence n: n itself, or its pool slot (negative: none).
   __device__ index_t slot(index_t n) const { return slots ? index_t(slots[n]) : n; }
 
-  /// Sequence n: from the table, or batch row n.
+  /// Sequence n: from the table, or batch row n; its first chunk counted in chunks of Len.
+  template <int Len = chunk>
   __device__ span sequence(index_t n) const {
-    return seqs ? seqs[n] : span{int(n), 0, length, int(n) * ((length + chunk - 1) / chunk)};
+    return seqs ? seqs[n] : span{int(n), 0, length, int(n) * ((length + Len - 1) / Len)};
   }
 };
 

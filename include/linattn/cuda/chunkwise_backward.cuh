@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// `linattn::cuda::chunkwise_backward<Rule>`: the gradients of chunkwise_forward on the GPU,
+/// the CPU backward's semantics and API (forms/chunkwise_backward.hpp) on device memory, in
+/// four launches over chunks of 32 tokens (docs/backward.md#cuda):
+///   1. chunk_wy        (delta family) the WY products of every chunk       parallel over chunks
+///   2. chunk_states    the chunk-start states, recomputed                  sequential over chunks
+///   3. chunk_state_grads  the gradients of the chunk-end states            sequential, in reverse
+///   4. chunk_gradients dq, dk, dv, dg, dbeta of every chunk                parallel over chunks
+/// Every product runs in fp32 (3xTF32 tensor-core products) whatever the input type; the
+/// gradients are written in the input type, the state gradient in fp32. No atomics: the same
+/// call gives the same bits every time.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "../core/backward.hpp"
+#include "../core/family.hpp"
+#include "../core/tensor_view.hpp"
+#include "host/backward_plan.cuh"
+#include "host/call_setup.cuh"
+#include "host/launch.cuh"
+#include "host/supported_rule.cuh"
+#include "kernels/backward/chunk_gradients.cuh"
+#include "kernels/backward/chunk_state_grads.cuh"
+#include "kernels/backward/chunk_states.cuh"
+#include "kernels/backward/chunk_wy.cuh"
+#include "tile/dims.cuh"
+
+namespace linattn::cuda {
+
+/// Same inputs, gradient aggregate, layouts and options as linattn::chunkwise_backward, on
+/// device memory, queued on `stream`: writes dL/d(every input) for
+/// L = <grad_out, out> + <grad_final_state, final state>, and dL/d(initial state) into
+/// options::grad_initial_state when given. options::cu_seqlens may live in host or device
+/// memory (read on the host, which synchronises); options::chunk_size is accepted as on the
+/// CPU and does not change the result (the kernels use chunks of 32). Workspace from the
+/// library's pool: 8 K V bytes per 32 tokens and value head, plus 8 (K + V) bytes per token and
+/// value head for the delta rules. Throws linattn::error before anything is queued when an
+/// argument is invalid.
+template <rule Rule, class G>
+void chunkwise_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
+                        tensor_view<G, 4> grad_out,
+                        const std::type_identity_t<gradients_t<Rule, std::remove_const_t<G>>>& grads,
+                        const backward_options<float>& opt = {}, cudaStream_t stream = nullptr) {
+  using E = std::remove_const_t<G>;
+  static_assert(has_gradients<Rule>, "linattn::cuda::chunkwise_backward: this rule has no backward pass (no Rule::gradients<T>)");
+  detail::require_supported<Rule, E>();
+  const tensor_view<const E, 4> dout = grad_out;
+  const detail::host_seqlens cu(opt.cu_seqlens);
+  const detail::problem p = detail::validate_backward<Rule, E>(in, dout, grads, opt, cu);
+  constexpr bool corrects = detail::corrects<Rule>;
+  const detail::backward_plan plan(p, corrects);
+  detail::scratch ws(plan.workspace.bytes, stream);
+  detail::backward_args<Rule, E> args(in, dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);
+  plan.bind(args, ws, p, stream);
+  if (p.N == 0) return;
+  detail::with_dims(p.K, p.V, [&](auto k, auto v) {
+    constexpr int K = decltype(k)::value, V = decltype(v)::value;
+    using detail::launch;
+    if (corrects && plan.n_chunks > 0)
+      launch<detail::chunk_wy_storage<K, V>>(detail::chunk_wy_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
+                                             "chunk_wy_kernel");
+    launch<detail::chunk_states_storage<K>>(detail::chunk_states_kernel<Rule, E, K>, plan.state_grid, args, stream,
+                                            "chunk_states_kernel");
+    launch<detail::chunk_state_grads_storage<K>>(detail::chunk_state_grads_kernel<Rule, E, K>, plan.state_grid, args,
+                                                 stream, "chunk_state_grads_kernel");
+    if (plan.n_chunks > 0)
+      launch<detail::chunk_gradients_storage<K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
+                                                    args, stream, "chunk_gradients_kernel");
+  });
+}
+
+}  // namespace linattn::cuda

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The plan of a chunkwise backward call: the sequence and chunk tables (chunks of
+/// backward_chunk tokens), the grids of its four passes and the typed layout of its workspace,
+/// built on the host before anything is queued.
+///
+/// Workspace: two fp32 states per chunk and value head (the chunk-start state and the gradient
+/// of the chunk-end state, 2 K V floats per backward_chunk tokens and value head), and for the
+/// delta family four fp32 rows per token and value head (2 K + 2 V floats).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "../../core/problem.hpp"
+#include "../kernels/backward/backward_args.cuh"
+#include "../kernels/backward/chunk_states.cuh"
+#include "plan.cuh"
+#include "workspace_pool.cuh"
+
+namespace linattn::cuda::detail {
+
+struct backward_plan {
+  std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
+  std::size_t n_chunks = 0;        // chunks of backward_chunk tokens in the call
+  dim3 chunk_grid;                 // (chunks, HV)   pass 1
+  dim3 state_grid;                 // (V / backward_state_columns, HV, N)   passes 2 and 3
+  dim3 gradient_grid;              // (chunks, H)    pass 4
+  struct {
+    workspace_span<span> seqs;                   // [N]
+    workspace_span<span> chunks;                 // [chunks]
+    workspace_span<float> states, state_grads;   // [chunks, HV, K, V] each
+    workspace_span<float> w_fwd, w_bwd;          // [B, T, HV, K]  (delta family)
+    workspace_span<float> u_fwd, dx_loc;         // [B, T, HV, V]  (delta family)
+    std::size_t bytes = 0;
+  } workspace;
+
+  backward_plan(const problem& p, bool corrects) {
+    if (p.cu.given()) {
+      seqs = sequence_table(p, backward_chunk);
+      chunks = chunk_table(seqs, backward_chunk);
+    }
+    n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + backward_chunk - 1) / backward_chunk));
+    chunk_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
+    state_grid = dim3(unsigned(p.V / backward_state_columns), unsigned(p.HV), unsigned(p.N));
+    gradient_grid = dim3(unsigned(n_chunks), unsigned(p.H));
+    const std::size_t tokens = corrects ? std::size_t(p.B * p.T * p.HV) : 0;
+    const std::size_t state = n_chunks * std::size_t(p.HV * p.K * p.V);
+    workspace_layout ws;
+    workspace.seqs = ws.take<span>(seqs.size());
+    workspace.chunks = ws.take<span>(chunks.size());
+    workspace.states = ws.take<float>(state);
+    workspace.state_grads = ws.take<float>(state);
+    workspace.w_fwd = ws.take<float>(tokens * std::size_t(p.K));
+    workspace.w_bwd = ws.take<float>(tokens * std::size_t(p.K));
+    workspace.u_fwd = ws.take<float>(tokens * std::size_t(p.V));
+    workspace.dx_loc = ws.take<float>(tokens * std::size_t(p.V));
+    workspace.bytes = ws.bytes;
+  }
+
+  /// Points the kernel arguments at the workspace `ws` and uploads the tables (stream-ordered).
+  template <class Rule, class E>
+  void bind(backward_args<Rule, E>& args, const scratch& ws, const problem& p, cudaStream_t stream) const {
+    args.seqs = upload(ws, workspace.seqs, seqs, stream);
+    args.chunks = upload(ws, workspace.chunks, chunks, stream);
+    args.states = ws.at(workspace.states);
+    args.state_grads = ws.at(workspace.state_grads);
+    if (workspace.w_fwd.count) {
+      args.w_fwd = view(ws.at(workspace.w_fwd), p.B, p.T, p.HV, p.K);
+      args.w_bwd = view(ws.at(workspace.w_bwd), p.B, p.T, p.HV, p.K);
+      args.u_fwd = view(ws.at(workspace.u_fwd), p.B, p.T, p.HV, p.V);
+      args.dx_loc = view(ws.at(workspace.dx_loc), p.B, p.T, p.HV, p.V);
+    }
+  }
+};
+
+}  // namespace linattn::cuda::detail

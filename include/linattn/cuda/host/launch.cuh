@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Kernel launches from a plan: the block size and the dynamic shared memory of a kernel come
+/// from its typed shared storage (`Storage::threads`, `sizeof(Storage)`).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "status.cuh"
+
+namespace linattn::cuda::detail {
+
+/// Queues `kernel` on `grid`, with the block size and sizeof of its shared storage.
+template <class Storage, class Args>
+void launch(void (*kernel)(Args), dim3 grid, const Args& args, cudaStream_t stream, const char* name) {
+  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage)));
+  if (status != cudaSuccess) check(status, ("cudaFuncSetAttribute(" + std::string(name) + ")").c_str());
+  kernel<<<grid, Storage::threads, sizeof(Storage), stream>>>(args);
+  check_launch(name);
+}
+
+}  // namespace linattn::cuda::detail

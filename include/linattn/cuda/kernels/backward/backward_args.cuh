@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Arguments of the chunkwise backward kernels: the forward call's (call_args.cuh), the
+/// incoming gradients, the gradient outputs, and the workspace through which the four passes
+/// hand over the chunk states, their gradients and the delta rules' chunk products. The
+/// backward blocks a sequence in chunks of `backward_chunk` tokens (independent of the
+/// forward's chunk: the gradients do not depend on it).
+#pragma once
+
+#include "../../../core/backward.hpp"
+#include "../../../core/tensor_view.hpp"
+#include "../call_args.cuh"
+
+namespace linattn::cuda::detail {
+
+/// Chunk length of the CUDA backward: one warp's width, so that a chunk's gate cumsum is one
+/// warp scan and its fp32 tiles fit in shared memory beside each other.
+inline constexpr int backward_chunk = 32;
+
+template <class Rule, class T>
+struct backward_args : call_args<Rule, T> {
+  using grads_t = gradients_t<Rule, T>;
+
+  tensor_view<const T, 4> dout;          // [B, T, HV, V]  dL/d(out)
+  grads_t grads;                         // dq, dk [B, T, H, K], dv [B, T, HV, V], dg / dbeta [B, T, HV]
+  tensor_view<T, 3> dbeta;               // [B, T, HV]  dL/d(the input of beta): Rule::beta_gradient(grads), or unset
+  tensor_view<const float, 4> ds1;       // [N, HV, K, V]  dL/d(final state), or not given (zero)
+  tensor_view<float, 4> ds0;             // [N, HV, K, V]  dL/d(initial state), or not given
+  const span* chunks = nullptr;          // [chunks] of backward_chunk tokens, or null: `length` tokens per batch row
+  int heads_v = 0;                       // HV
+  // workspace (host/backward_plan.cuh)
+  float* states = nullptr;               // [chunks, HV, K, V]  the state at the start of every chunk (H = S^T)
+  float* state_grads = nullptr;          // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
+  tensor_view<float, 4> w_fwd, u_fwd;    // [B, T, HV, K], [B, T, HV, V]  T diag(Gam) K, T V   (delta family)
+  tensor_view<float, 4> w_bwd, dx_loc;   // [B, T, HV, K], [B, T, HV, V]  T^T diag(e) K, T^T P^T dO
+
+  backward_args(const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out, const grads_t& g,
+                const tensor_view<const float, 4>& s0, const tensor_view<const float, 4>& grad_s1,
+                const tensor_view<float, 4>& grad_s0, const linattn::detail::problem& p)
+      : call_args<Rule, T>(in, tensor_view<T, 4>{}, s0, tensor_view<float, 4>{}, p), dout(grad_out), grads(g),
+        ds1(grad_s1), ds0(grad_s0), heads_v(int(p.HV)) {
+    if constexpr (requires { Rule::beta_gradient(g); }) dbeta = Rule::beta_gradient(g);
+  }
+
+  /// Chunk i of the call: from the table, or chunk i % per_row of batch row i / per_row.
+  __device__ span chunk_at(unsigned i) const {
+    if (chunks) return chunks[i];
+    const int per_row = (this->length + backward_chunk - 1) / backward_chunk;
+    const int first = int(i % unsigned(per_row)) * backward_chunk;
+    return span{int(i / unsigned(per_row)), first, min(backward_chunk, this->length - first), 0};
+  }
+
+  /// The [K, V] block of chunk i, value head hv, in `states` or `state_grads` (row-major, K x V).
+  __device__ float* state_at(float* base, int i, index_t hv, int K, int V) const {
+    return base + (std::size_t(i) * std::size_t(heads_v) + std::size_t(hv)) * std::size_t(K) * std::size_t(V);
+  }
+};
+
+}  // namespace linattn::cuda::detail

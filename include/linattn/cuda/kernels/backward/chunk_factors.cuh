@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The stages every backward kernel shares, on one chunk of n <= C = backward_chunk tokens in
+/// fp32 shared memory (docs/backward.md has the derivation): the rows of a chunk as fp32
+/// tiles, the chunk-local log-gate cumsum b with Gam = exp(b) and e = exp(b_{n-1} - b), the
+/// delta rules' betas, the causal scores P = Q K^T ⊙ D and, for the delta rules,
+///
+///   G = stril(K K^T ⊙ D),  M = (I + diag(beta) G)^{-1},  T = M diag(beta)        [C, C]
+///
+/// with D_ri = exp(b_r - b_i) (i <= r). Rows past n are zero and b stays constant there, so
+/// they add nothing to any product.
+#pragma once
+
+#include <cmath>
+
+#include "../../tile/block_gemm.cuh"
+#include "../../tile/scalar.cuh"
+#include "../rule_coefficients.cuh"
+#include "backward_args.cuh"
+
+namespace linattn::cuda::detail {
+
+/// The per-token coefficients of a chunk.
+struct chunk_coefficients {
+  float b[backward_chunk];     // [C]  chunk-local cumsum of the floored log gates (constant past n)
+  float gam[backward_chunk];   // [C]  exp(b)
+  float e[backward_chunk];     // [C]  exp(b_{n-1} - b)
+  float beta[backward_chunk];  // [C]  write strengths (delta family; 0 past n)
+  float sq[backward_chunk];    // [C]  ||k||^2 (delta family)
+};
+
+/// The delta rules' chunk matrices (ld = C + 4 floats per row).
+struct chunk_corrections {
+  static constexpr int ld = backward_chunk + 4;
+  float g[backward_chunk][ld];  // [C, C]  G = stril(K K^T ⊙ D)
+  float m[backward_chunk][ld];  // [C, C]  M = (I + diag(beta) G)^{-1}
+  float t[backward_chunk][ld];  // [C, C]  T = M diag(beta)
+};
+
+/// tile[r][c] = scale * x(b, t0 + r, h, c0 + c) in fp32 for r < n, c < Cols; rows n..C-1 zero.
+/// Runs on the whole block; the caller synchronises.
+template <int Cols, class T>
+__device__ void load_tile(float* tile, int ld, const tensor_view<const T, 4>& x, index_t b, index_t t0, int n, index_t h,
+                          float scale = 1.0f, index_t c0 = 0) {
+  for (int e = int(threadIdx.x); e < backward_chunk * Cols; e += int(blockDim.x)) {
+    const int r = e / Cols, c = e % Cols;
+    tile[r * ld + c] = r < n ? scale * to_float(x(b, t0 + r, h, c0 + c)) : 0.0f;
+  }
+}
+
+/// b, Gam and e of the chunk (warp 0: one token per lane and a warp scan). The caller
+/// synchronises before reading them.
+template <class Rule, class T>
+__device__ void chunk_decays(const backward_args<Rule, T>& args, chunk_coefficients& cf, index_t b, index_t t0, int n,
+                             index_t hv) {
+  static_assert(backward_chunk == 32, "one token per lane");
+  if (threadIdx.x >= 32) return;
+  const int r = int(threadIdx.x);
+  float run = r < n ? log_gate<Rule, T>(args.in, b, t0 + r, hv) : 0.0f;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float up = __shfl_up_sync(0xffffffffu, run, o);
+    if (r >= o) run += up;
+  }
+  const float last = __shfl_sync(0xffffffffu, run, 31);
+  cf.b[r] = run;
+  cf.gam[r] = expf(run);
+  cf.e[r] = expf(fminf(last - run, 0.0f));
+}
+
+/// D_ri = exp(b_r - b_i), clamped to exponents <= 0 as on the CPU.
+__device__ inline float decay_between(const chunk_coefficients& cf, int r, int i) {
+  return expf(fminf(cf.b[r] - cf.b[i], 0.0f));
+}
+
+/// ||k_r||^2 and beta_r of the chunk's rows (one warp per row) from its key tile. The caller
+/// synchronises.
+template <int K, class Rule, class T>
+__device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficients& cf, const float* keys, int ldk,
+                            index_t b, index_t t0, int n, index_t hv) {
+  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  for (int r = int(threadIdx.x) / 32; r < backward_chunk; r += warps) {
+    float kk = 0.0f;
+    for (int i = lane; i < K; i += 32) kk += keys[r * ldk + i] * keys[r * ldk + i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
+    if (lane == 0) {
+      cf.sq[r] = kk;
+      cf.beta[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, kk) : 0.0f;
+    }
+  }
+}
+
+/// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld).
+template <int K>
+__device__ void chunk_scores(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf, float* p,
+                             float* stage) {
+  constexpr int C = backward_chunk, ld = chunk_corrections::ld;
+  block_gemm<float, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+  });
+}
+
+/// G, M and T of the chunk (chunk_corrections) from its keys, b and betas (visible to the
+/// block). M by forward substitution, lane c of warp 0 solving column c. Ends synchronised.
+template <int K>
+__device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
+  constexpr int C = backward_chunk, ld = chunk_corrections::ld;
+  float* g = cr.g[0];
+  block_gemm<float, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+  });
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int c = int(threadIdx.x);
+    float col[C];
+#pragma unroll
+    for (int r = 0; r < C; ++r) {
+      float v = r == c ? 1.0f : 0.0f;
+#pragma unroll
+      for (int j = 0; j < r; ++j) v -= cf.beta[r] * g[r * ld + j] * col[j];
+      col[r] = v;
+    }
+#pragma unroll
+    for (int r = 0; r < C; ++r) {
+      cr.m[r][c] = col[r];
+      cr.t[r][c] = col[r] * cf.beta[c];
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace linattn::cuda::detail

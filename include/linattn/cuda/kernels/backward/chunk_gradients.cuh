@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Backward pass 4, the gradients, independent for every chunk and q/k head: given the chunk's
+/// start state H0 (pass 2) and the gradient dH of its end state (pass 3), per value head of
+/// the group (docs/backward.md#chunkwise; U = V for the additive family):
+///
+///   X  = V - diag(Gam) K H0,  U = T X                                 (delta family)
+///   dU = diag(e) K dH + P^T dO,   dP = (dO U^T ⊙ D) causal
+///   dY = M^T dU,  dX = dV = diag(beta) dY,  dA = -stril(dY U^T)       (delta family)
+///   dbeta_r = dY_r . X_r + sum_i dA_ri G_ri,  dG = diag(beta) dA ⊙ D
+///   dQ = diag(Gam) dO H0^T + dP K
+///   dK = diag(e) U dH^T + dP^T Q  [ - diag(Gam) dX H0^T + (dG + dG^T) K ]
+///   dg_t = sum_{r>=t} (Q_r . dQx_r + K_r . dKx_r) + sum_{i<t} (K_i . dKs_i + colZ_i - rowZ_i)
+///          + Gam_{n-1} <dH, H0>,      Z = dP ⊙ P + dA ⊙ A (strictly lower)
+///
+/// dq and dk of a q/k head sum over its value heads in a fixed order, so the result is the
+/// same on every run. All products are 3xTF32 tensor-core products of fp32 tiles (fp32
+/// accuracy); H0 and dH are read from the workspace directly.
+#pragma once
+
+#include "../../tile/block_gemm.cuh"
+#include "chunk_factors.cuh"
+
+namespace linattn::cuda::detail {
+
+template <int K, int V>
+struct chunk_gradients_storage {
+  static constexpr int warps = 8, threads = 32 * warps;
+  static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4, ldm = (K > V ? K : V) + 4;
+  static constexpr int ldc = chunk_corrections::ld;
+  float q[C][ldk];     // [C, K]  scale q
+  float k[C][ldk];     // [C, K]
+  float x[C][ldv];     // [C, V]  V, then X (delta family)
+  float dout[C][ldv];  // [C, V]  dO
+  float u[C][ldv];     // [C, V]  U (delta family)
+  float du[C][ldv];    // [C, V]  dU
+  float dy[C][ldv];    // [C, V]  dY, then dX (delta family)
+  float dq[C][ldk];    // [C, K]  dQ summed over the value heads
+  float dk[C][ldk];    // [C, K]  dK summed over the value heads
+  float tmp[C][ldm];   // [C, K]  one term of dQ or dK
+  float p[C][ldc];     // [C, C]  P
+  float dp[C][ldc];    // [C, C]  dP ⊙ D
+  float z[C][ldc];     // [C, C]  Z
+  float da[C][ldc];    // [C, C]  dA, then dG
+  chunk_corrections cr;  // G, M (then dG + dG^T), T
+  chunk_coefficients cf;
+  float dgv[C], w[C], dbeta[C], red[warps];
+  float stage[warps][stage_floats];
+};
+
+/// For each row r of the chunk: dots[r] = <a_r, t_r> (or += with `add_dots`) and acc_r += t_r,
+/// one warp per row (a fixed order of sums). The caller synchronises.
+template <int D>
+__device__ void row_dots_accumulate(const float* a, const float* t, float* acc, int lda, int ldt, float* dots, bool add_dots) {
+  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  for (int r = int(threadIdx.x) / 32; r < backward_chunk; r += warps) {
+    float s = 0.0f;
+    for (int i = lane; i < D; i += 32) {
+      const float y = t[r * ldt + i];
+      s += a[r * lda + i] * y;
+      acc[r * lda + i] += y;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) dots[r] = add_dots ? dots[r] + s : s;
+  }
+}
+
+/// Writes rows r < n of a [C, D] fp32 tile, times `scale`, to x(b, t0 + r, h, 0..D).
+template <int D, class T>
+__device__ void store_tile(const tensor_view<T, 4>& x, const float* tile, int ld, index_t b, index_t t0, int n, index_t h,
+                           float scale = 1.0f) {
+  for (int e = int(threadIdx.x); e < backward_chunk * D; e += int(blockDim.x)) {
+    const int r = e / D, c = e % D;
+    if (r < n) x(b, t0 + r, h, c) = from_float<T>(scale * tile[r * ld + c]);
+  }
+}
+
+template <class Rule, class T, int K, int V>
+__global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule, T> args) {
+  using S = chunk_gradients_storage<K, V>;
+  constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc, ldm = S::ldm;
+  constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  S& s = *reinterpret_cast<S*>(dynamic_smem);
+  const int ci = int(blockIdx.x), tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const span c = args.chunk_at(blockIdx.x);
+  const index_t h = blockIdx.y, b = c.b, t0 = c.start;
+  const int n = c.length;
+  float* stage = s.stage[0];
+  const auto& cf = s.cf;
+
+  load_tile<K>(s.q[0], ldk, args.in.q, b, t0, n, h, args.scale);
+  load_tile<K>(s.k[0], ldk, args.in.k, b, t0, n, h);
+  for (int e = tid; e < C * ldk; e += int(blockDim.x)) s.dq[0][e] = 0.0f, s.dk[0][e] = 0.0f;
+
+  for (index_t hv = h * args.group; hv < (h + 1) * args.group; ++hv) {
+    chunk_decays(args, s.cf, b, t0, n, hv);
+    load_tile<V>(s.x[0], ldv, args.in.v, b, t0, n, hv);
+    load_tile<V>(s.dout[0], ldv, args.dout, b, t0, n, hv);
+    __syncthreads();
+    if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
+    chunk_scores<K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
+    __syncthreads();
+    const float* H0 = args.state_at(args.states, ci, hv, K, V);
+    const float* dH = args.state_at(args.state_grads, ci, hv, K, V);
+    if constexpr (delta) {
+      chunk_inverse<K>(s.k[0], ldk, cf, s.cr, stage);
+      block_gemm<float, row_major, row_major, C, V, K>(s.k[0], ldk, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s.x[r][j + e] -= cf.gam[r] * x[e];  // X = V - diag(Gam) K H0
+      });
+      __syncthreads();
+      block_gemm<float, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
+          [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s.u[r][j + e] = x[e];  // U = T X
+          });
+      __syncthreads();
+    }
+    const float* u = delta ? s.u[0] : s.x[0];
+    // dU = diag(e) K dH + P^T dO
+    block_gemm<float, row_major, row_major, C, V, K>(s.k[0], ldk, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.du[r][j + e] = cf.e[r] * x[e];
+    });
+    __syncthreads();
+    block_gemm<float, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.du[r][j + e] += x[e];
+    });
+    // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
+    block_gemm<float, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int i = j + e;
+        s.z[r][i] = i < r ? x[e] * s.p[r][i] : 0.0f;
+        s.dp[r][i] = i < r ? x[e] * decay_between(cf, r, i) : i == r ? x[e] : 0.0f;
+      }
+    });
+    __syncthreads();
+    if constexpr (delta) {
+      block_gemm<float, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
+          [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s.dy[r][j + e] = x[e];  // dY = M^T dU
+          });
+      __syncthreads();
+      block_gemm<float, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s.da[r][j + e] = j + e < r ? -x[e] : 0.0f;  // dA = -stril(dY U^T)
+      });
+      __syncthreads();
+      // dbeta_r = dY_r . X_r + sum_i dA_ri G_ri;  Z += dA ⊙ A;  dA becomes dG = diag(beta) dA ⊙ D
+      for (int r = warp; r < C; r += int(blockDim.x) / 32) {
+        float acc = 0.0f;
+        for (int i = lane; i < V; i += 32) acc += s.dy[r][i] * s.x[r][i];
+        const float a = s.da[r][lane], g = s.cr.g[r][lane], br = cf.beta[r];
+        acc += a * g;
+        if constexpr (gated) s.z[r][lane] += br * a * g;
+        s.da[r][lane] = br * a * (gated && lane < r ? decay_between(cf, r, lane) : 1.0f);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) s.dbeta[r] = acc;
+      }
+      __syncthreads();
+      for (int e = tid; e < C * C; e += int(blockDim.x)) {
+        const int r = e / C, i = e % C;
+        s.cr.m[r][i] = s.da[r][i] + s.da[i][r];  // dG + dG^T (M is done)
+      }
+      for (int e = tid; e < C * V; e += int(blockDim.x)) {
+        const int r = e / V, i = e % V;
+        s.dy[r][i] *= cf.beta[r];  // dX = diag(beta) dY
+      }
+      __syncthreads();
+    }
+    store_tile<V>(args.grads.dv, delta ? s.dy[0] : s.du[0], ldv, b, t0, n, hv);
+    // dQ: diag(Gam) dO H0^T (with its dg term), then dP K
+    block_gemm<float, row_major, col_major, C, K, V>(s.dout[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = cf.gam[r] * x[e];
+    });
+    __syncthreads();
+    row_dots_accumulate<K>(s.q[0], s.tmp[0], s.dq[0], ldk, ldm, s.dgv, false);
+    __syncthreads();
+    block_gemm<float, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
+        [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) s.dq[r][j + e] += x[e];
+        });
+    // dK: diag(e) U dH^T (the state write, with its dg term), dP^T Q
+    block_gemm<float, row_major, col_major, C, K, V>(u, ldv, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = cf.e[r] * x[e];
+    });
+    __syncthreads();
+    row_dots_accumulate<K>(s.k[0], s.tmp[0], s.dk[0], ldk, ldm, s.w, false);
+    __syncthreads();
+    block_gemm<float, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.dk[r][j + e] += x[e];
+    });
+    __syncthreads();
+    if constexpr (delta) {
+      // - diag(Gam) dX H0^T (with its dg term), (dG + dG^T) K, and beta's dependence on ||k||^2
+      block_gemm<float, row_major, col_major, C, K, V>(s.dy[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = -cf.gam[r] * x[e];
+      });
+      __syncthreads();
+      row_dots_accumulate<K>(s.k[0], s.tmp[0], s.dk[0], ldk, ldm, s.dgv, true);
+      __syncthreads();
+      block_gemm<float, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
+          [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s.dk[r][j + e] += x[e];
+          });
+      __syncthreads();
+      const auto& dbeta_out = args.dbeta;
+      for (int r = warp; r < n; r += int(blockDim.x) / 32) {
+        const beta_partials<float> bp = Rule::beta_derivatives(args.in, b, t0 + r, hv, cf.sq[r]);
+        const float f = 2.0f * s.dbeta[r] * bp.d_key_sqnorm;
+        if (f != 0.0f)
+          for (int i = lane; i < K; i += 32) s.dk[r][i] += f * s.k[r][i];
+        if (lane == 0 && dbeta_out.data()) dbeta_out(b, t0 + r, hv) = from_float<T>(s.dbeta[r] * bp.d_input);
+      }
+      __syncthreads();
+    }
+    if constexpr (gated) {
+      // Gam_{n-1} <dH, H0>, in a fixed order
+      float part = 0.0f;
+      for (int e = tid; e < K * V; e += int(blockDim.x)) part += dH[e] * H0[e];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+      if (lane == 0) s.red[warp] = part;
+      // w_i += colZ_i - rowZ_i
+      for (int i = warp; i < C; i += int(blockDim.x) / 32) {
+        float d = (lane > i ? s.z[lane][i] : 0.0f) - (lane < i ? s.z[i][lane] : 0.0f);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        if (lane == 0) s.w[i] += d;
+      }
+      __syncthreads();
+      if (tid == 0) {
+        float end = 0.0f;
+        for (int i = 0; i < int(blockDim.x) / 32; ++i) end += s.red[i];
+        end *= cf.gam[C - 1];
+        float suffix = 0.0f;
+        for (int r = C - 1; r >= 0; --r) s.dgv[r] = suffix += s.dgv[r];
+        float prefix = end;
+        for (int t = 0; t < n; ++t) {
+          args.grads.dg(b, t0 + t, hv) = from_float<T>(s.dgv[t] + prefix);
+          prefix += s.w[t];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  store_tile<K>(args.grads.dq, s.dq[0], ldk, b, t0, n, h, args.scale);
+  store_tile<K>(args.grads.dk, s.dk[0], ldk, b, t0, n, h);
+}
+
+}  // namespace linattn::cuda::detail

@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The CUDA side of the backward device tests: the forward problem and the incoming gradients
+/// go to the GPU in the chosen input type, linattn::cuda::chunkwise_backward runs, and the
+/// gradients come back in float64. Gradient buffers are NaN-filled before the call. Included
+/// by the backward_runs*.cu files, each instantiating some of the rules.
+#pragma once
+
+#include "device_runs.cuh"
+
+namespace cuda_tests {
+
+namespace {
+
+template <class Rule, class E>
+backward_outcome run_backward_typed(const ref::problem& p, const std::vector<double>& dout_values,
+                                    const std::vector<double>& ds1_values, const config& c) {
+  const auto& d = p.d;
+  device_problem<Rule, E> dp(p, c.head_first);
+  device_tensor<E> dout({d.B, d.T, d.HV, d.V}, c.head_first);
+  dout.set(dout_values);
+  device_tensor<E> dq({d.B, d.T, d.H, d.K}, c.head_first), dk({d.B, d.T, d.H, d.K}, c.head_first);
+  device_tensor<E> dv({d.B, d.T, d.HV, d.V}, c.head_first);
+  const std::size_t per_token = std::size_t(d.B) * d.T * d.HV;
+  device_memory dg(per_token * sizeof(E)), dbeta(per_token * sizeof(E));
+  const index_t N = p.sequences();
+  const std::size_t state_elems = std::size_t(N) * d.HV * d.K * d.V;
+  device_memory s0(state_elems * sizeof(float)), ds1(state_elems * sizeof(float)), ds0(state_elems * sizeof(float));
+  const auto state_view = [&](device_memory& m) { return la::view(m.as<float>(), N, index_t(d.HV), index_t(d.K), index_t(d.V)); };
+
+  la::backward_options<float> opt;
+  opt.scale = p.scale;
+  if (c.use_s0 && !p.s0.empty()) {
+    write_floats(s0, p.s0);
+    opt.initial_state = state_view(s0);
+  }
+  if (!ds1_values.empty()) {
+    write_floats(ds1, ds1_values);
+    opt.grad_final_state = state_view(ds1);
+  }
+  opt.grad_initial_state = state_view(ds0);
+  std::vector<std::int64_t> cu_host(p.cu);
+  std::vector<std::int32_t> cu32(p.cu.begin(), p.cu.end());
+  device_memory cu_dev(cu32.size() * sizeof(std::int32_t));
+  if (!p.cu.empty()) {
+    if (c.cu_on_device) {
+      ok(cudaMemcpy(cu_dev.as<std::int32_t>(), cu32.data(), cu_dev.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+      opt.cu_seqlens = la::tensor_view<const std::int32_t, 1>(cu_dev.as<std::int32_t>(), {index_t(cu32.size())}, {1});
+    } else {
+      opt.cu_seqlens = la::tensor_view<const std::int64_t, 1>(cu_host.data(), {index_t(cu_host.size())}, {1});
+    }
+  }
+  la::gradients_t<Rule, E> gr{};
+  gr.dq = dq.view, gr.dk = dk.view, gr.dv = dv.view;
+  const auto per_token_view = [&](device_memory& m) { return la::view(m.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV)); };
+  if constexpr (requires { gr.dg; }) gr.dg = per_token_view(dg);
+  if constexpr (requires { gr.dbeta; }) gr.dbeta = per_token_view(dbeta);
+  if constexpr (requires { gr.ddelta; }) gr.ddelta = per_token_view(dbeta);
+  la::cuda::chunkwise_backward<Rule>(dp.in, dout.view, gr, opt);
+  ok(cudaDeviceSynchronize(), "chunkwise_backward");
+
+  backward_outcome r;
+  r.dq = dq.get(), r.dk = dk.get(), r.dv = dv.get();
+  const auto per_token_values = [&](device_memory& m) {
+    std::vector<E> host(per_token);
+    ok(cudaMemcpy(host.data(), m.as<E>(), per_token * sizeof(E), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    std::vector<double> x(per_token);
+    for (std::size_t i = 0; i < per_token; ++i) x[i] = la::cuda::detail::to_float(host[i]);
+    return x;
+  };
+  if constexpr (requires { gr.dg; }) r.dg = per_token_values(dg);
+  if constexpr (requires { gr.dbeta; } || requires { gr.ddelta; }) r.dbeta = per_token_values(dbeta);
+  r.ds0 = read_floats(ds0);
+  for (const auto* v : {&r.dq, &r.dk, &r.dv, &r.dg, &r.dbeta, &r.ds0})
+    for (double x : *v)
+      if (std::isnan(x)) r.all_written = false;
+  return r;
+}
+
+}  // namespace
+
+template <class Rule>
+backward_outcome run_backward(const ref::problem& p, const std::vector<double>& dout, const std::vector<double>& ds1,
+                              dtype t, const config& c) {
+  switch (t) {
+    case dtype::f32: return run_backward_typed<Rule, float>(p, dout, ds1, c);
+    case dtype::f16: return run_backward_typed<Rule, __half>(p, dout, ds1, c);
+    default: return run_backward_typed<Rule, __nv_bfloat16>(p, dout, ds1, c);
+  }
+}
+
+template <class Rule>
+std::string bad_backward_call(const char* what) {
+  const std::string w = what;
+  ref::problem p;
+  p.d = {1, 5, 1, 1, 64, 64};
+  auto fill = [](std::vector<double>& x, std::size_t n) { x.assign(n, 0.5); };
+  fill(p.q, 5 * 64), fill(p.k, 5 * 64), fill(p.v, 5 * 64), fill(p.g, 5), fill(p.beta, 5);
+  device_problem<Rule, float> dp(p, false);
+  device_tensor<float> dout({1, 5, 1, 64}, false), dq({1, 5, 1, 64}, false), dk({1, 5, 1, 64}, false);
+  device_tensor<float> dv({1, w == "dv_shape" ? 4 : 5, 1, 64}, false);
+  device_memory extra_g(5 * sizeof(float)), extra_b(5 * sizeof(float));
+  std::vector<float> host_dq(5 * 64);
+  la::gradients_t<Rule, float> gr{};
+  gr.dq = w == "host_dq" ? la::view(host_dq.data(), 1, 5, 1, 64) : dq.view;
+  gr.dk = dk.view, gr.dv = dv.view;
+  if constexpr (requires { gr.dg; }) gr.dg = la::view(extra_g.as<float>(), 1, 5, 1);
+  if constexpr (requires { gr.dbeta; }) gr.dbeta = la::view(extra_b.as<float>(), 1, 5, 1);
+  if constexpr (requires { gr.ddelta; }) gr.ddelta = la::view(extra_b.as<float>(), 1, 5, 1);
+  try {
+    la::cuda::chunkwise_backward<Rule>(dp.in, dout.view, gr, la::backward_options<float>{});
+  } catch (const la::error& e) {
+    for (const auto* t : {&dk, &dv})
+      for (double x : t->get())
+        if (!std::isnan(x)) return std::string("wrote a gradient before throwing: ") + e.what();
+    return e.what();
+  }
+  return {};
+}
+
+#define LINATTN_TEST_BACKWARD_RULE(R)                                                                          \
+  template backward_outcome run_backward<la::R>(const ref::problem&, const std::vector<double>&,            \
+                                                const std::vector<double>&, dtype, const config&);          \
+  template std::string bad_backward_call<la::R>(const char*);
+
+}  // namespace cuda_tests

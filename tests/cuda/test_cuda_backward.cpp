@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// linattn::cuda::chunkwise_backward for every CUDA rule, in float, half and bfloat16, against
+/// the CPU chunkwise_backward in float64 on the same rounded inputs (which test_backward.cpp
+/// checks against finite differences of the float64 oracle): T not a multiple of the chunk,
+/// K != V, grouped value heads, packed batches with empty and one-token sequences, carried
+/// state and its gradient, strong gates and large steps; bit-identical repeats; bad calls.
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../support/backward_harness.hpp"
+#include "../support/catch.hpp"
+#include "device_runs.hpp"
+
+namespace {
+
+namespace la = linattn;
+using cuda_tests::dtype;
+
+/// fp32 < 1e-4; bf16 < 2e-2; fp16 < 1e-2 (relative, over each gradient as a whole).
+double tolerance(dtype t) { return t == dtype::f32 ? 1e-4 : t == dtype::f16 ? 1e-2 : 2e-2; }
+
+struct backward_case {
+  const char* name;
+  ref::dims d;
+  std::vector<std::int64_t> cu;
+  cuda_tests::config c;
+  bool with_ds1 = true;
+};
+
+std::vector<backward_case> backward_cases() {
+  return {
+      {"B2 T150 H2 HV4 K64 V128, carried state", {2, 150, 2, 4, 64, 128}, {}, {}},
+      {"packed 0,1,33,64,64,200,330 H1 HV3 K128 V64, head-first views, cu on device",
+       {1, 330, 1, 3, 128, 64}, {0, 1, 33, 64, 64, 200, 330}, {.head_first = true}},
+      {"packed 0,129,129,140 H2 HV2 K64 V64, cu in host memory, no initial state, no final-state gradient",
+       {1, 140, 2, 2, 64, 64}, {0, 129, 129, 140}, {.use_s0 = false, .cu_on_device = false}, false},
+      {"B1 T77 H1 HV1 K128 V128", {1, 77, 1, 1, 128, 128}, {}, {}},
+      {"B3 T300 H2 HV2 K128 V128, many chunks", {3, 300, 2, 2, 128, 128}, {}, {}},
+  };
+}
+
+double err(const std::vector<double>& got, const std::vector<double>& want) { return harness::rel_err(got, want); }
+
+template <class Rule>
+void check_backward(std::mt19937_64& rng, const backward_case& bc, dtype t, harness::gates g,
+                    harness::steps st = harness::steps::usual) {
+  auto p = harness::backward_problem<Rule>(rng, bc.d, g, bc.c.use_s0, bc.cu, st);
+  cuda_tests::round_inputs(p, t);
+  auto s = harness::make_seeds(rng, p, bc.with_ds1);
+  cuda_tests::round_values(s.dout, t);
+  cuda_tests::round_values(s.ds1, dtype::f32);  // the state gradient is fp32 on the device
+  const harness::gradients want = harness::run_backward<Rule, double>(harness::bform::chunkwise, p, s);
+  const cuda_tests::backward_outcome got = cuda_tests::run_backward<Rule>(p, s.dout, s.ds1, t, bc.c);
+  INFO(Rule::name << " chunkwise_backward " << cuda_tests::name(t) << ": " << bc.name);
+  CHECK(got.all_written);
+  const double tol = tolerance(t);
+  const double eq = err(got.dq, want.dq), ek = err(got.dk, want.dk), ev = err(got.dv, want.dv);
+  const double e0 = err(got.ds0, want.ds0);
+  CHECK(eq < tol);
+  CHECK(ek < tol);
+  CHECK(ev < tol);
+  CHECK(e0 < tol);
+  double eg = 0, eb = 0;
+  if (!want.dg.empty()) {
+    eg = err(got.dg, want.dg);
+    CHECK(eg < tol);
+  }
+  if (!want.dbeta.empty()) {
+    eb = err(got.dbeta, want.dbeta);
+    CHECK(eb < tol);
+  }
+  std::printf("error %s chunkwise_backward %s dq %.2e dk %.2e dv %.2e dg %.2e dbeta %.2e ds0 %.2e\n", Rule::name,
+              cuda_tests::name(t), eq, ek, ev, eg, eb, e0);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("cuda chunkwise_backward matches the float64 CPU backward", "[cuda][backward]", la::Hebbian,
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(20261124);
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+    for (const auto& bc : backward_cases()) check_backward<TestType>(rng, bc, t, harness::gates::mild);
+}
+
+TEMPLATE_TEST_CASE("cuda chunkwise_backward with strong gates and large steps", "[cuda][backward][gates]",
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(31);
+  const backward_case bc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
+  for (dtype t : {dtype::f32, dtype::bf16}) {
+    check_backward<TestType>(rng, bc, t, harness::gates::strong, harness::steps::large);
+    check_backward<TestType>(rng, bc, t, harness::gates::weak, harness::steps::large);
+  }
+}
+
+TEST_CASE("cuda chunkwise_backward gives the same bits on every call", "[cuda][backward]") {
+  std::mt19937_64 rng(3);
+  const ref::dims d{2, 200, 2, 4, 128, 64};
+  auto p = harness::backward_problem<la::GatedDelta>(rng, d);
+  cuda_tests::round_inputs(p, dtype::bf16);
+  auto s = harness::make_seeds(rng, p);
+  cuda_tests::round_values(s.dout, dtype::bf16);
+  const auto a = cuda_tests::run_backward<la::GatedDelta>(p, s.dout, s.ds1, dtype::bf16, {});
+  const auto b = cuda_tests::run_backward<la::GatedDelta>(p, s.dout, s.ds1, dtype::bf16, {});
+  CHECK(a.dq == b.dq);
+  CHECK(a.dk == b.dk);
+  CHECK(a.dv == b.dv);
+  CHECK(a.dg == b.dg);
+  CHECK(a.dbeta == b.dbeta);
+  CHECK(a.ds0 == b.ds0);
+}
+
+TEST_CASE("cuda chunkwise_backward rejects bad arguments before writing anything", "[cuda][backward]") {
+  const std::string host = cuda_tests::bad_backward_call<la::GatedDelta>("host_dq");
+  INFO(host);
+  CHECK(host.find("linattn::cuda::chunkwise_backward<GatedDelta>: argument 'dq' is not in device memory") != std::string::npos);
+  const std::string shape = cuda_tests::bad_backward_call<la::Longhorn>("dv_shape");
+  INFO(shape);
+  CHECK(shape.find("argument 'dv'") != std::string::npos);
+}
