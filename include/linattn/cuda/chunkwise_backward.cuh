@@ -52,7 +52,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   const detail::host_seqlens cu(opt.cu_seqlens);
   const detail::problem p = detail::validate_backward<Rule, E>(in, dout, grads, opt, cu);
   constexpr bool corrects = detail::corrects<Rule>;
-  const detail::backward_plan plan(p, corrects);
+  const detail::backward_plan plan(p, corrects, detail::multiprocessors());
   detail::scratch ws(plan.workspace.bytes, stream);
   detail::backward_args<Rule, E> args(in, dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);
   plan.bind(args, ws, p, stream);
@@ -63,10 +63,15 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
     if (corrects && plan.n_chunks > 0)
       launch<detail::chunk_wy_storage<K, V>>(detail::chunk_wy_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
                                              "chunk_wy_kernel");
-    launch<detail::chunk_states_storage<K>>(detail::chunk_states_kernel<Rule, E, K>, plan.state_grid, args, stream,
-                                            "chunk_states_kernel");
-    launch<detail::chunk_state_grads_storage<K>>(detail::chunk_state_grads_kernel<Rule, E, K>, plan.state_grid, args,
-                                                 stream, "chunk_state_grads_kernel");
+    const auto state_passes = [&](auto columns) {
+      constexpr int BV = decltype(columns)::value;
+      launch<detail::chunk_states_storage<K, BV>>(detail::chunk_states_kernel<Rule, E, K, BV>, plan.state_grid, args,
+                                                  stream, "chunk_states_kernel");
+      launch<detail::chunk_state_grads_storage<K, BV>>(detail::chunk_state_grads_kernel<Rule, E, K, BV>, plan.state_grid,
+                                                       args, stream, "chunk_state_grads_kernel");
+    };
+    if (plan.state_columns == 16) state_passes(std::integral_constant<int, 16>{});
+    else state_passes(std::integral_constant<int, 32>{});
     if (plan.n_chunks > 0)
       launch<detail::chunk_gradients_storage<K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
                                                     args, stream, "chunk_gradients_kernel");

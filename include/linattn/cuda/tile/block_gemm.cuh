@@ -17,13 +17,15 @@ namespace wmma = nvcuda::wmma;
 using row_major = wmma::row_major;
 using col_major = wmma::col_major;
 
-/// Fragment types and one k-step of C += A B for an operand type (fp32 only: the 16-bit
-/// inputs use the register-resident mma.sync kernels of mma_sync.cuh instead).
+/// Fragment types and one k-step of C += A B for a precision of fp32 operands: `float`, three
+/// TF32 products (fp32 accuracy), or `single_tf32`, one. (The 16-bit forward kernels use the
+/// register-resident mma.sync tiles of mma_sync.cuh instead.)
 template <class Op>
 struct mma_traits;
 
 template <>
 struct mma_traits<float> {
+  using operand = float;
   static constexpr int k_step = 8;
   template <class Layout>
   using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, Layout>;
@@ -56,6 +58,33 @@ struct mma_traits<float> {
   }
 };
 
+/// fp32 operands rounded once to TF32 (one product per step, ~1e-3 relative): for operands
+/// that come from 16-bit inputs, whose own rounding is coarser.
+struct single_tf32 {};
+
+template <>
+struct mma_traits<single_tf32> {
+  using operand = float;
+  static constexpr int k_step = 8;
+  template <class Layout>
+  using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, Layout>;
+  template <class Layout>
+  using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, Layout>;
+
+  template <class LA, class LB, class Acc>
+  __device__ static void step(Acc& c, const float* a, unsigned lda, const float* b, unsigned ldb) {
+    frag_a<LA> fa;
+    frag_b<LB> fb;
+    wmma::load_matrix_sync(fa, a, lda);
+    wmma::load_matrix_sync(fb, b, ldb);
+#pragma unroll
+    for (int i = 0; i < fa.num_elements; ++i) fa.x[i] = wmma::__float_to_tf32(fa.x[i]);
+#pragma unroll
+    for (int i = 0; i < fb.num_elements; ++i) fb.x[i] = wmma::__float_to_tf32(fb.x[i]);
+    wmma::mma_sync(c, fa, fb, c);
+  }
+};
+
 /// Offset of element (r, c) in a matrix stored with the given layout and leading dimension.
 template <class Layout>
 __device__ constexpr unsigned offset(unsigned r, unsigned c, unsigned ld) {
@@ -75,7 +104,8 @@ inline constexpr int stage_floats = 16 * stage_ld;
 /// triangular A; `lower_c` computes only the tiles on and below the diagonal of C (the caller
 /// never reads the others). `stage` is the block's scratch: stage_floats floats per warp.
 template <class Op, class LA, class LB, int M, int N, int Kd, bool lower_a = false, bool lower_c = false, class Epilogue>
-__device__ void block_gemm(const Op* A, unsigned lda, const Op* B, unsigned ldb, float* stage,
+__device__ void block_gemm(const typename mma_traits<Op>::operand* A, unsigned lda,
+                           const typename mma_traits<Op>::operand* B, unsigned ldb, float* stage,
                            Epilogue&& epilogue, int first_warp = 0, int warps = -1) {
   static_assert(M % 16 == 0 && N % 16 == 0 && Kd % 16 == 0, "tile sizes must be multiples of 16");
   using traits = mma_traits<Op>;

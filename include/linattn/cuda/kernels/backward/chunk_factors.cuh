@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "../../tile/block_gemm.cuh"
 #include "../../tile/scalar.cuh"
@@ -19,6 +21,11 @@
 #include "backward_args.cuh"
 
 namespace linattn::cuda::detail {
+
+/// The precision of the backward's fp32 products for inputs of type T: three TF32 products
+/// (fp32 accuracy) for float inputs; one for 16-bit inputs, whose own rounding is coarser.
+template <class T>
+using backward_products = std::conditional_t<std::is_same_v<T, float>, float, single_tf32>;
 
 /// The per-token coefficients of a chunk.
 struct chunk_coefficients {
@@ -37,26 +44,81 @@ struct chunk_corrections {
   float t[backward_chunk][ld];  // [C, C]  T = M diag(beta)
 };
 
+/// The rows of one chunk of a `[B, T, heads, D]` view, Cols columns from c0, held in
+/// registers between `issue` (the loads, all in flight at once: 16-byte loads where the rows
+/// are contiguous and aligned, else element by element) and `store` (into an fp32 tile, each
+/// row times a factor). Rows past n are zero. A block of `Threads` threads shares the work;
+/// issuing the next chunk's rows before computing on the current one hides the loads.
+template <int Cols, int Threads, class T>
+struct chunk_rows {
+  static constexpr int vec = 16 / int(sizeof(T));  // elements per 16-byte piece
+  static constexpr int per_row = Cols / vec, pieces = backward_chunk * per_row;
+  static constexpr int iters = (pieces + Threads - 1) / Threads;
+  static_assert(Cols % vec == 0, "whole 16-byte pieces per row");
+  union piece {
+    uint4 raw;
+    T e[vec];
+  };
+  piece p[iters];
+
+  __device__ void issue(const tensor_view<const T, 4>& x, index_t b, index_t t0, int n, index_t h, index_t c0 = 0) {
+    const bool direct = x.stride(3) == 1 && (x.stride(1) * index_t(sizeof(T))) % 16 == 0 &&
+                        (reinterpret_cast<std::uintptr_t>(&x(b, t0, h, c0)) % 16) == 0;
+#pragma unroll
+    for (int i = 0; i < iters; ++i) {
+      const int e = int(threadIdx.x) + i * Threads, r = e / per_row, c = (e % per_row) * vec;
+      if (e >= pieces || r >= n) {
+        p[i].raw = make_uint4(0, 0, 0, 0);
+      } else if (direct) {
+        p[i].raw = *reinterpret_cast<const uint4*>(&x(b, t0 + r, h, c0 + c));
+      } else {
+#pragma unroll
+        for (int m = 0; m < vec; ++m) p[i].e[m] = x(b, t0 + r, h, c0 + c + m);
+      }
+    }
+  }
+
+  /// tile[r][c] = factor(r) * x(b, t0 + r, h, c0 + c) (rows past n: 0).
+  template <class Factor>
+  __device__ void store(float* tile, int ld, Factor&& factor) const {
+#pragma unroll
+    for (int i = 0; i < iters; ++i) {
+      const int e = int(threadIdx.x) + i * Threads, r = e / per_row, c = (e % per_row) * vec;
+      if (pieces % Threads != 0 && e >= pieces) break;
+      const float f = factor(r);
+#pragma unroll
+      for (int m = 0; m < vec; ++m) tile[r * ld + c + m] = f * to_float(p[i].e[m]);
+    }
+  }
+  __device__ void store(float* tile, int ld, float scale = 1.0f) const {
+    store(tile, ld, [scale](int) { return scale; });
+  }
+};
+
 /// tile[r][c] = scale * x(b, t0 + r, h, c0 + c) in fp32 for r < n, c < Cols; rows n..C-1 zero.
-/// Runs on the whole block; the caller synchronises.
-template <int Cols, class T>
+/// Runs on the whole block of Threads; the caller synchronises.
+template <int Cols, int Threads, class T>
 __device__ void load_tile(float* tile, int ld, const tensor_view<const T, 4>& x, index_t b, index_t t0, int n, index_t h,
                           float scale = 1.0f, index_t c0 = 0) {
-  for (int e = int(threadIdx.x); e < backward_chunk * Cols; e += int(blockDim.x)) {
-    const int r = e / Cols, c = e % Cols;
-    tile[r * ld + c] = r < n ? scale * to_float(x(b, t0 + r, h, c0 + c)) : 0.0f;
-  }
+  chunk_rows<Cols, Threads, T> rows;
+  rows.issue(x, b, t0, n, h, c0);
+  rows.store(tile, ld, scale);
 }
 
-/// b, Gam and e of the chunk (warp 0: one token per lane and a warp scan). The caller
-/// synchronises before reading them.
+/// Lane r's log gate of the chunk (floored; 0 past its n tokens and for rules without decay).
 template <class Rule, class T>
-__device__ void chunk_decays(const backward_args<Rule, T>& args, chunk_coefficients& cf, index_t b, index_t t0, int n,
-                             index_t hv) {
+__device__ float lane_gate(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
+  const int r = int(threadIdx.x) % 32;
+  return r < n ? log_gate<Rule, T>(args.in, b, t0 + r, hv) : 0.0f;
+}
+
+/// b, Gam and e of the chunk from lane r's log gate g (warp 0: a warp scan). The caller
+/// synchronises before reading them.
+__device__ inline void chunk_decays(float g, chunk_coefficients& cf) {
   static_assert(backward_chunk == 32, "one token per lane");
   if (threadIdx.x >= 32) return;
   const int r = int(threadIdx.x);
-  float run = r < n ? log_gate<Rule, T>(args.in, b, t0 + r, hv) : 0.0f;
+  float run = g;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
     const float up = __shfl_up_sync(0xffffffffu, run, o);
@@ -66,6 +128,13 @@ __device__ void chunk_decays(const backward_args<Rule, T>& args, chunk_coefficie
   cf.b[r] = run;
   cf.gam[r] = expf(run);
   cf.e[r] = expf(fminf(last - run, 0.0f));
+}
+
+/// The same, reading the gates (warp 0).
+template <class Rule, class T>
+__device__ void chunk_decays(const backward_args<Rule, T>& args, chunk_coefficients& cf, index_t b, index_t t0, int n,
+                             index_t hv) {
+  if (threadIdx.x < 32) chunk_decays(lane_gate(args, b, t0, n, hv), cf);
 }
 
 /// D_ri = exp(b_r - b_i), clamped to exponents <= 0 as on the CPU.
@@ -92,11 +161,11 @@ __device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficien
 }
 
 /// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld).
-template <int K>
+template <class P, int K>
 __device__ void chunk_scores(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf, float* p,
                              float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  block_gemm<float, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+  block_gemm<P, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });
@@ -104,11 +173,11 @@ __device__ void chunk_scores(const float* queries, const float* keys, int ldk, c
 
 /// G, M and T of the chunk (chunk_corrections) from its keys, b and betas (visible to the
 /// block). M by forward substitution, lane c of warp 0 solving column c. Ends synchronised.
-template <int K>
+template <class P, int K>
 __device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
   float* g = cr.g[0];
-  block_gemm<float, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+  block_gemm<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });

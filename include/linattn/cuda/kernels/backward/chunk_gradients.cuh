@@ -79,6 +79,7 @@ __device__ void store_tile(const tensor_view<T, 4>& x, const float* tile, int ld
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule, T> args) {
   using S = chunk_gradients_storage<K, V>;
+  using P = backward_products<T>;
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc, ldm = S::ldm;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
@@ -90,28 +91,29 @@ __global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule
   float* stage = s.stage[0];
   const auto& cf = s.cf;
 
-  load_tile<K>(s.q[0], ldk, args.in.q, b, t0, n, h, args.scale);
-  load_tile<K>(s.k[0], ldk, args.in.k, b, t0, n, h);
+  chunk_rows<V, S::threads, T> vr, dr;  // the value head's rows, issued ahead
+  vr.issue(args.in.v, b, t0, n, h * args.group), dr.issue(args.dout, b, t0, n, h * args.group);
+  load_tile<K, S::threads>(s.q[0], ldk, args.in.q, b, t0, n, h, args.scale);
+  load_tile<K, S::threads>(s.k[0], ldk, args.in.k, b, t0, n, h);
   for (int e = tid; e < C * ldk; e += int(blockDim.x)) s.dq[0][e] = 0.0f, s.dk[0][e] = 0.0f;
 
   for (index_t hv = h * args.group; hv < (h + 1) * args.group; ++hv) {
     chunk_decays(args, s.cf, b, t0, n, hv);
-    load_tile<V>(s.x[0], ldv, args.in.v, b, t0, n, hv);
-    load_tile<V>(s.dout[0], ldv, args.dout, b, t0, n, hv);
+    vr.store(s.x[0], ldv), dr.store(s.dout[0], ldv);
     __syncthreads();
     if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
-    chunk_scores<K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
+    chunk_scores<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
     __syncthreads();
     const float* H0 = args.state_at(args.states, ci, hv, K, V);
     const float* dH = args.state_at(args.state_grads, ci, hv, K, V);
     if constexpr (delta) {
-      chunk_inverse<K>(s.k[0], ldk, cf, s.cr, stage);
-      block_gemm<float, row_major, row_major, C, V, K>(s.k[0], ldk, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+      chunk_inverse<P, K>(s.k[0], ldk, cf, s.cr, stage);
+      block_gemm<P, row_major, row_major, C, V, K>(s.k[0], ldk, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) s.x[r][j + e] -= cf.gam[r] * x[e];  // X = V - diag(Gam) K H0
       });
       __syncthreads();
-      block_gemm<float, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
+      block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) s.u[r][j + e] = x[e];  // U = T X
@@ -120,17 +122,17 @@ __global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule
     }
     const float* u = delta ? s.u[0] : s.x[0];
     // dU = diag(e) K dH + P^T dO
-    block_gemm<float, row_major, row_major, C, V, K>(s.k[0], ldk, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
+    block_gemm<P, row_major, row_major, C, V, K>(s.k[0], ldk, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s.du[r][j + e] = cf.e[r] * x[e];
     });
     __syncthreads();
-    block_gemm<float, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+    block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s.du[r][j + e] += x[e];
     });
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
-    block_gemm<float, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&](int r, int j, const float (&x)[8]) {
+    block_gemm<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int i = j + e;
@@ -140,13 +142,13 @@ __global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule
     });
     __syncthreads();
     if constexpr (delta) {
-      block_gemm<float, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
+      block_gemm<P, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) s.dy[r][j + e] = x[e];  // dY = M^T dU
           });
       __syncthreads();
-      block_gemm<float, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+      block_gemm<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) s.da[r][j + e] = j + e < r ? -x[e] : 0.0f;  // dA = -stril(dY U^T)
       });
@@ -175,42 +177,43 @@ __global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule
       __syncthreads();
     }
     store_tile<V>(args.grads.dv, delta ? s.dy[0] : s.du[0], ldv, b, t0, n, hv);
+    if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
     // dQ: diag(Gam) dO H0^T (with its dg term), then dP K
-    block_gemm<float, row_major, col_major, C, K, V>(s.dout[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+    block_gemm<P, row_major, col_major, C, K, V>(s.dout[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = cf.gam[r] * x[e];
     });
     __syncthreads();
     row_dots_accumulate<K>(s.q[0], s.tmp[0], s.dq[0], ldk, ldm, s.dgv, false);
     __syncthreads();
-    block_gemm<float, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
+    block_gemm<P, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
         [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.dq[r][j + e] += x[e];
         });
     // dK: diag(e) U dH^T (the state write, with its dg term), dP^T Q
-    block_gemm<float, row_major, col_major, C, K, V>(u, ldv, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
+    block_gemm<P, row_major, col_major, C, K, V>(u, ldv, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = cf.e[r] * x[e];
     });
     __syncthreads();
     row_dots_accumulate<K>(s.k[0], s.tmp[0], s.dk[0], ldk, ldm, s.w, false);
     __syncthreads();
-    block_gemm<float, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage, [&](int r, int j, const float (&x)[8]) {
+    block_gemm<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s.dk[r][j + e] += x[e];
     });
     __syncthreads();
     if constexpr (delta) {
       // - diag(Gam) dX H0^T (with its dg term), (dG + dG^T) K, and beta's dependence on ||k||^2
-      block_gemm<float, row_major, col_major, C, K, V>(s.dy[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+      block_gemm<P, row_major, col_major, C, K, V>(s.dy[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = -cf.gam[r] * x[e];
       });
       __syncthreads();
       row_dots_accumulate<K>(s.k[0], s.tmp[0], s.dk[0], ldk, ldm, s.dgv, true);
       __syncthreads();
-      block_gemm<float, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
+      block_gemm<P, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) s.dk[r][j + e] += x[e];

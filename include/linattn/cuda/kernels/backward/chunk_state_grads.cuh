@@ -15,9 +15,9 @@
 
 namespace linattn::cuda::detail {
 
-template <int K>
+template <int K, int BV_>
 struct chunk_state_grads_storage {
-  static constexpr int warps = 8, threads = 32 * warps, BV = backward_state_columns;
+  static constexpr int warps = 8, threads = 32 * warps, BV = BV_;
   static constexpr int C = backward_chunk, ldk = K + 4, ldb = BV + 4;
   float dh[K][ldb];        // [K, BV]   dH
   float left[2 * C][ldk];  // [2C, K]   [diag(Gam) Q; -diag(Gam) K]
@@ -27,10 +27,13 @@ struct chunk_state_grads_storage {
   float stage[warps][stage_floats];
 };
 
-template <class Rule, class T, int K>
+template <class Rule, class T, int K, int BV_>
 __global__ void __launch_bounds__(256) chunk_state_grads_kernel(backward_args<Rule, T> args) {
-  using S = chunk_state_grads_storage<K>;
-  constexpr int C = S::C, BV = S::BV, rows = corrects<Rule> ? 2 * C : C;
+  using S = chunk_state_grads_storage<K, BV_>;
+  using P = backward_products<T>;
+  constexpr int C = S::C, BV = S::BV, Th = S::threads;
+  constexpr bool delta = corrects<Rule>;
+  constexpr int rows = delta ? 2 * C : C;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
@@ -43,42 +46,52 @@ __global__ void __launch_bounds__(256) chunk_state_grads_kernel(backward_args<Ru
     const int i = e / BV, j = e % BV;
     s.dh[i][j] = args.ds1.data() ? args.ds1(n_seq, hv, i, v0 + j) : 0.0f;
   }
+  // The previous chunk's rows and gates are loaded while the current one is computed.
+  chunk_rows<K, Th, T> qr, kr;
+  chunk_rows<K, Th, float> wbr;
+  chunk_rows<BV, Th, T> dor;
+  chunk_rows<BV, Th, float> dxr;
+  float gate = 0.0f;
+  const auto issue = [&](int t0) {
+    const int n = min(C, seq.start + seq.length - t0);
+    qr.issue(args.in.q, b, t0, n, h);
+    dor.issue(args.dout, b, t0, n, hv, v0);
+    if constexpr (delta) {
+      kr.issue(args.in.k, b, t0, n, h);
+      wbr.issue(args.w_bwd, b, t0, n, hv);
+      dxr.issue(args.dx_loc, b, t0, n, hv, v0);
+    }
+    gate = lane_gate(args, b, t0, n, hv);
+  };
   const int chunks = (seq.length + C - 1) / C;
+  if (chunks > 0) issue(seq.start + (chunks - 1) * C);
   for (int c = chunks - 1; c >= 0; --c) {
-    const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
-    chunk_decays(args, s.cf, b, t0, n, hv);
+    chunk_decays(gate, s.cf);
     __syncthreads();  // dH complete (previous chunk), b visible
     float* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V);
     for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
       const int i = e / BV, j = e % BV;
       grad[index_t(i) * V + v0 + j] = s.dh[i][j];
     }
-    for (int e = int(threadIdx.x); e < C * K; e += int(blockDim.x)) {
-      const int r = e / K, i = e % K;
-      const bool in = r < n;
-      s.left[r][i] = in ? s.cf.gam[r] * scale * to_float(args.in.q(b, t0 + r, h, i)) : 0.0f;
-      if constexpr (corrects<Rule>) {
-        s.left[C + r][i] = in ? -s.cf.gam[r] * to_float(args.in.k(b, t0 + r, h, i)) : 0.0f;
-        s.wb[r][i] = in ? args.w_bwd(b, t0 + r, hv, i) : 0.0f;
-      }
+    qr.store(s.left[0], S::ldk, [&](int r) { return s.cf.gam[r] * scale; });
+    dor.store(s.right[0], S::ldb);
+    if constexpr (delta) {
+      kr.store(s.left[C], S::ldk, [&](int r) { return -s.cf.gam[r]; });
+      wbr.store(s.wb[0], S::ldk);
+      dxr.store(s.right[C], S::ldb);
     }
-    for (int e = int(threadIdx.x); e < C * BV; e += int(blockDim.x)) {
-      const int r = e / BV, j = e % BV;
-      const bool in = r < n;
-      s.right[r][j] = in ? to_float(args.dout(b, t0 + r, hv, v0 + j)) : 0.0f;
-      if constexpr (corrects<Rule>) s.right[C + r][j] = in ? args.dx_loc(b, t0 + r, hv, v0 + j) : 0.0f;
-    }
+    if (c > 0) issue(seq.start + (c - 1) * C);
     __syncthreads();
-    if constexpr (corrects<Rule>) {
-      block_gemm<float, row_major, row_major, C, BV, K>(s.wb[0], S::ldk, s.dh[0], S::ldb, stage,
+    if constexpr (delta) {
+      block_gemm<P, row_major, row_major, C, BV, K>(s.wb[0], S::ldk, s.dh[0], S::ldb, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) s.right[C + r][j + e] += x[e];
+            for (int e = 0; e < 8; ++e) s.right[C + r][j + e] += x[e];  // dX = Wb dH + dXl
           });
       __syncthreads();
     }
     const float decay = s.cf.gam[C - 1];
-    block_gemm<float, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
+    block_gemm<P, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
         [&](int i, int j, const float (&x)[8]) {
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.dh[i][j + e] = decay * s.dh[i][j + e] + x[e];

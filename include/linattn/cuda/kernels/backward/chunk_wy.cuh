@@ -34,6 +34,7 @@ struct chunk_wy_storage {
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> args) {
   using S = chunk_wy_storage<K, V>;
+  using P = backward_products<T>;
   constexpr int C = S::C;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
@@ -42,16 +43,20 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   const int n = c.length;
   float* stage = s.stage[0];
 
-  load_tile<K>(s.keys[0], S::ldk, args.in.k, b, t0, n, h);
-  load_tile<K>(s.queries[0], S::ldk, args.in.q, b, t0, n, h, args.scale);
-  load_tile<V>(s.values[0], S::ldv, args.in.v, b, t0, n, hv);
-  load_tile<V>(s.dout[0], S::ldv, args.dout, b, t0, n, hv);
-  chunk_decays(args, s.cf, b, t0, n, hv);
+  {
+    chunk_rows<K, S::threads, T> kr, qr;
+    chunk_rows<V, S::threads, T> vr, dr;
+    kr.issue(args.in.k, b, t0, n, h), qr.issue(args.in.q, b, t0, n, h);
+    vr.issue(args.in.v, b, t0, n, hv), dr.issue(args.dout, b, t0, n, hv);
+    chunk_decays(args, s.cf, b, t0, n, hv);
+    kr.store(s.keys[0], S::ldk), qr.store(s.queries[0], S::ldk, args.scale);
+    vr.store(s.values[0], S::ldv), dr.store(s.dout[0], S::ldv);
+  }
   __syncthreads();
   chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
-  chunk_scores<K>(s.queries[0], s.keys[0], S::ldk, s.cf, s.p[0], stage);
+  chunk_scores<P, K>(s.queries[0], s.keys[0], S::ldk, s.cf, s.p[0], stage);
   __syncthreads();
-  chunk_inverse<K>(s.keys[0], S::ldk, s.cf, s.cr, stage);
+  chunk_inverse<P, K>(s.keys[0], S::ldk, s.cf, s.cr, stage);
   // diag(Gam) K into the queries' tile, diag(e) K beside it
   for (int e = int(threadIdx.x); e < C * K; e += int(blockDim.x)) {
     const int r = e / K, i = e % K;
@@ -59,7 +64,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
     s.keys_e[r][i] = s.cf.e[r] * s.keys[r][i];
   }
   // P^T dO
-  block_gemm<float, col_major, row_major, C, V, C>(s.p[0], S::ldc, s.dout[0], S::ldv, stage,
+  block_gemm<P, col_major, row_major, C, V, C>(s.p[0], S::ldc, s.dout[0], S::ldv, stage,
       [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) s.ptdo[r][j + e] = x[e];
@@ -75,10 +80,10 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
     };
   };
   const float* t = s.cr.t[0];
-  block_gemm<float, row_major, row_major, C, K, C, true>(t, S::ldc, s.queries[0], S::ldk, stage, rows_out(args.w_fwd));
-  block_gemm<float, row_major, row_major, C, V, C, true>(t, S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
-  block_gemm<float, col_major, row_major, C, K, C>(t, S::ldc, s.keys_e[0], S::ldk, stage, rows_out(args.w_bwd));
-  block_gemm<float, col_major, row_major, C, V, C>(t, S::ldc, s.ptdo[0], S::ldv, stage, rows_out(args.dx_loc));
+  block_gemm<P, row_major, row_major, C, K, C, true>(t, S::ldc, s.queries[0], S::ldk, stage, rows_out(args.w_fwd));
+  block_gemm<P, row_major, row_major, C, V, C, true>(t, S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
+  block_gemm<P, col_major, row_major, C, K, C>(t, S::ldc, s.keys_e[0], S::ldk, stage, rows_out(args.w_bwd));
+  block_gemm<P, col_major, row_major, C, V, C>(t, S::ldc, s.ptdo[0], S::ldv, stage, rows_out(args.dx_loc));
 }
 
 }  // namespace linattn::cuda::detail
