@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
-# linattn._cuda: the CUDA forward kernels (linattn::cuda), built when LINATTN_PY_CUDA is ON, or
+# linattn._cuda: the CUDA forward and backward kernels (linattn::cuda), built when LINATTN_PY_CUDA is ON, or
 # AUTO and a CUDA compiler is found. The kernels (src/cuda/rules/*.cu, nvcc) are a static library
 # of their own; the module (src/cuda/module.cpp, the host compiler with nanobind) calls them
-# through src/cuda/forward.hpp. The CUDA runtime is linked statically, so the module needs the
+# through src/cuda/device_calls.hpp. The CUDA runtime is linked statically, so the module needs the
 # driver only (not the toolkit, nor torch's copy of the runtime). Architectures: 90 (Hopper)
 # unless CMAKE_CUDA_ARCHITECTURES is given, e.g. pip install . -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=80
 set(linattn_py_cuda OFF)

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-"""CUDA tensors: the forward through linattn::cuda (K, V in {64, 128}) against the CPU, on
-torch's current stream; other shapes and the backward on host copies. Skipped without a GPU."""
+"""CUDA tensors: the forward and backward through linattn::cuda (K, V in {64, 128}) against the
+CPU, on torch's current stream; other shapes on host copies. Skipped without a GPU."""
 
 import warnings
 
@@ -60,18 +60,46 @@ def test_bf16_on_cuda():
     close(o.cpu(), want, 2e-2)
 
 
-def test_backward_on_cuda_tensors():
-    """The backward runs the CPU kernels on host copies: gradients land on the device and equal
-    the CPU's."""
-    q, k, v, g, beta = make_inputs(T=80, K=64, V=64)
+@pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
+def test_backward_on_cuda_tensors(name, call, rule, takes):
+    """The CUDA rules' backward runs on the device (no host-copy warning), the others on host
+    copies; gradients of every input, the initial state included, land on the device and equal
+    the CPU's. T = 150 with an initial state and a final-state gradient; K != V, HV = 4."""
+    HV = 2 if rule == "vector_decay" else 4
+    q, k, v, g, beta = make_inputs(T=150, HV=HV, K=64, V=128, gate="key" if rule == "vector_decay" else "scalar")
+    h0 = make_state(2, HV, 64, 128)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
+    dev = [x.cuda().requires_grad_() for x in (q, k, v, g, beta, h0)]
+
+    def loss(xs):
+        o, s = call(*xs[:5], initial_state=xs[5], output_final_state=True)
+        return o.square().sum() + (s * s.detach().cos()).sum()
+
+    want = torch.autograd.grad(loss(leaves), leaves, allow_unused=True)
+    la._backend._warned.clear()            # the warnings come once per case and process
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = torch.autograd.grad(loss(dev), dev, allow_unused=True)
+    copied = [w for w in seen if "backward" in str(w.message) and "host copies" in str(w.message)]
+    if rule in ("hebbian", "scalar_decay", "delta", "gated_delta", "longhorn"):
+        assert not copied, [str(w.message) for w in copied]
+    for a, b in zip(got, want):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.is_cuda
+            close(a.cpu(), b, 1e-3)
+
+
+def test_backward_on_cuda_tensors_packed():
+    """cu_seqlens on the device with a one-token and an empty sequence: the device backward
+    equals the CPU's."""
+    cu = torch.tensor([0, 1, 70, 70, 300])
+    q, k, v, g, beta = make_inputs(B=1, T=300, K=128, V=64)
     leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta)]
     dev = [x.cuda().requires_grad_() for x in (q, k, v, g, beta)]
-    want = torch.autograd.grad(la.chunk_gated_delta_rule(*leaves)[0].square().sum(), leaves)
-    la._backend._warned.clear()            # the warning comes once per case and process
-    with pytest.warns(RuntimeWarning, match="host copies"):
-        got = torch.autograd.grad(la.chunk_gated_delta_rule(*dev)[0].square().sum(), dev)
+    want = torch.autograd.grad(la.chunk_gated_delta_rule(*leaves, cu_seqlens=cu)[0].square().sum(), leaves)
+    got = torch.autograd.grad(la.chunk_gated_delta_rule(*dev, cu_seqlens=cu.cuda())[0].square().sum(), dev)
     for a, b in zip(got, want):
-        assert a.is_cuda
         close(a.cpu(), b, 1e-3)
 
 

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Runs one rule's forward or backward on the tensors' device.
 
-CPU tensors go to linattn._cpu. CUDA tensors go to linattn._cuda (forward only: the library has
-no CUDA backward yet) when it was built and supports the call (rule, K and V in {64, 128});
-every other CUDA call runs the CPU kernels on host copies and copies the results back, with a
-warning the first time each case happens (docs/python.md#cuda-tensors).
+CPU tensors go to linattn._cpu. CUDA tensors go to linattn._cuda (forward and backward) when it
+was built and supports the call (rule, K and V in {64, 128}); every other CUDA call runs the CPU
+kernels on host copies and copies the results back, with a warning the first time each case
+happens (docs/python.md#cuda-tensors).
 """
 
 import warnings
@@ -52,7 +52,7 @@ def _warn_once(key, message):
 
 
 def cuda_available():
-    """Whether the CUDA module was built (it runs the CUDA forward kernels)."""
+    """Whether the CUDA module was built (it runs the CUDA forward and backward kernels)."""
     return _cuda is not None
 
 
@@ -108,9 +108,18 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
                                               grad_initial_state, grads[0], grads[1], grads[2], list(grads[3:]),
                                               cu_seqlens, scale, number, chunk_size, _threads())
         return
-    _warn_once(("backward", q.device.type),
-               f"linattn: the backward of {q.device.type} tensors runs the CPU kernels on host copies "
-               "(the library has no CUDA backward yet); docs/python.md")
+    if q.device.type == "cuda" and _cuda_supports(rule, "chunk", q, v, 64):
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        dense = lambda t: None if t is None else t.contiguous()
+        with torch.cuda.device(q.device), _python_names():
+            getattr(_cuda, "backward_" + rule)(dense(q), dense(k), dense(v), [dense(e) for e in extras],
+                                               dense(grad_out), dense(grad_final_state), dense(initial_state),
+                                               grad_initial_state, grads[0], grads[1], grads[2], list(grads[3:]),
+                                               cu_seqlens, scale, number, stream)
+        return
+    _warn_once(("backward", rule, q.device.type),
+               f"linattn: the {rule} backward of {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
+               "runs the CPU kernels on host copies (no device kernel for this case); docs/python.md")
     host_grads = [torch.empty(g.shape, dtype=g.dtype) for g in grads]
     host_gs0 = None if grad_initial_state is None else torch.empty(grad_initial_state.shape,
                                                                   dtype=grad_initial_state.dtype)

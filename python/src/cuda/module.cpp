@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// linattn._cuda: `forward_<rule>` for the rules linattn::cuda implements, on float32 device
+/// linattn._cuda: `forward_<rule>` and `backward_<rule>` for the rules linattn::cuda implements, on float32 device
 /// arrays (the Python layer converts), queued on the caller's stream (torch's current stream,
 /// passed as an integer handle). Outputs are torch tensors from its caching allocator; the
 /// library's own workspace comes from its stream-ordered pool (linattn::cuda takes no caller
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "../make_inputs.hpp"
-#include "forward.hpp"
+#include "device_calls.hpp"
 
 namespace linattn::python {
 
@@ -34,16 +34,43 @@ void forward_cuda(const std::string& form, const array& q, const array& k, const
 }
 
 template <class Rule>
+void backward_cuda(const array& q, const array& k, const array& v, const arrays& extras, const array& grad_out,
+                   const maybe_array& grad_final_state, const maybe_array& initial_state,
+                   const maybe_array& grad_initial_state, const array& dq, const array& dk, const array& dv,
+                   const arrays& dextras, const maybe_array& cu_seqlens, double scale, double number,
+                   std::uintptr_t stream) {
+  if (q.dtype() != nb::dtype<float>()) bad_argument("q", "must be float32 here (the Python layer converts)");
+  const auto in = make_inputs<Rule, float>(q, k, v, extras, number, memory::device);
+  gradients_t<Rule, float> grads{};
+  grads.dq = as_view<float, 4>(dq, "dq", memory::device);
+  grads.dk = as_view<float, 4>(dk, "dk", memory::device);
+  grads.dv = as_view<float, 4>(dv, "dv", memory::device);
+  fill_views(grads, fields<Rule>::template gradients<float>(), dextras, memory::device);
+  backward_options<float> opt;
+  opt.scale = scale;
+  opt.initial_state = as_view<const float, 4>(initial_state, "initial_state", memory::device);
+  opt.cu_seqlens = as_seqlens(cu_seqlens, memory::any);
+  opt.grad_final_state = as_view<const float, 4>(grad_final_state, "grad_final_state", memory::device);
+  opt.grad_initial_state = as_view<float, 4>(grad_initial_state, "grad_initial_state", memory::device);
+  const auto dout = as_view<const float, 4>(grad_out, "grad_out", memory::device);
+  const nb::gil_scoped_release unlocked;
+  cuda_backward<Rule>(in, dout, grads, opt, stream);
+}
+
+template <class Rule>
 void bind(nb::module_& m, const std::string& name) {
   using namespace nb::literals;
   m.def(("forward_" + name).c_str(), &forward_cuda<Rule>, "form"_a, "q"_a, "k"_a, "v"_a, "extras"_a, "out"_a,
         "initial_state"_a.none(), "final_state"_a.none(), "cu_seqlens"_a.none(), "scale"_a, "number"_a, "stream"_a);
+  m.def(("backward_" + name).c_str(), &backward_cuda<Rule>, "q"_a, "k"_a, "v"_a, "extras"_a, "grad_out"_a,
+        "grad_final_state"_a.none(), "initial_state"_a.none(), "grad_initial_state"_a.none(), "dq"_a, "dk"_a, "dv"_a,
+        "dextras"_a, "cu_seqlens"_a.none(), "scale"_a, "number"_a, "stream"_a);
 }
 
 }  // namespace linattn::python
 
 NB_MODULE(_cuda, m) {
-  m.doc() = "linattn CUDA forward kernels (internal: use linattn.torch)";
+  m.doc() = "linattn CUDA forward and backward kernels (internal: use linattn.torch)";
   using namespace linattn;
   python::bind<Hebbian>(m, "hebbian");
   python::bind<ScalarDecay>(m, "scalar_decay");

@@ -2,8 +2,8 @@
 """fla and linattn.torch side by side on one GPU: the host time of a Python call (launch
 overhead: the call returns before the GPU finishes) and the GPU time per call (CUDA events),
 forward and forward+backward, bf16 q/k/v with fp32 g/beta. Small calls (decode, B=1 prefill)
-are where host overhead shows. linattn's backward runs on host copies (docs/python.md), so its
-forward+backward numbers measure that path, not a CUDA backward."""
+are where host overhead shows. linattn's backward runs linattn::cuda::chunkwise_backward on fp32
+copies of the inputs (docs/python.md#cuda-tensors)."""
 
 import time
 

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
-// One translation unit per rule: its CUDA forward kernels (K, V in {64, 128}).
-#include "../forward.cuh"
+// One translation unit per rule: its CUDA forward and backward kernels (K, V in {64, 128}).
+#include "../device_calls.cuh"
 
 namespace linattn::python {
-template void cuda_forward<Delta>(bool, const Delta::inputs<float>&, tensor_view<float, 4>, const options<float>&,
-                               std::uintptr_t);
+LINATTN_PY_CUDA_RULE(Delta)
 }  // namespace linattn::python
