@@ -2,10 +2,11 @@
 /// \file
 /// `linattn::cuda::chunkwise_backward<Rule>`: the gradients of chunkwise_forward on the GPU,
 /// the CPU backward's semantics and API (forms/chunkwise_backward.hpp) on device memory, in
-/// four launches over chunks of 32 tokens (docs/backward.md#cuda):
+/// four passes over chunks of 32 tokens in three launches (docs/backward.md#cuda):
 ///   1. chunk_wy        (delta family) the WY products of every chunk       parallel over chunks
 ///   2. chunk_states    the chunk-start states, recomputed                  sequential over chunks
 ///   3. chunk_state_grads  the gradients of the chunk-end states            sequential, in reverse
+///      (2 and 3 side by side in one launch: chunk_state_passes)
 ///   4. chunk_gradients dq, dk, dv, dg, dbeta of every chunk                parallel over chunks
 /// Every product runs in fp32 (3xTF32 tensor-core products) whatever the input type; the
 /// gradients are written in the input type, the state gradient in fp32. No atomics: the same
@@ -24,8 +25,7 @@
 #include "host/launch.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/backward/chunk_gradients.cuh"
-#include "kernels/backward/chunk_state_grads.cuh"
-#include "kernels/backward/chunk_states.cuh"
+#include "kernels/backward/chunk_state_passes.cuh"
 #include "kernels/backward/chunk_wy.cuh"
 #include "tile/dims.cuh"
 
@@ -65,10 +65,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
                                              "chunk_wy_kernel");
     const auto state_passes = [&](auto columns) {
       constexpr int BV = decltype(columns)::value;
-      launch<detail::chunk_states_storage<K, BV>>(detail::chunk_states_kernel<Rule, E, K, BV>, plan.state_grid, args,
-                                                  stream, "chunk_states_kernel");
-      launch<detail::chunk_state_grads_storage<K, BV>>(detail::chunk_state_grads_kernel<Rule, E, K, BV>, plan.state_grid,
-                                                       args, stream, "chunk_state_grads_kernel");
+      launch<detail::chunk_state_passes_storage<K, BV>>(detail::chunk_state_passes_kernel<Rule, E, K, BV>,
+                                                        plan.state_grid, args, stream, "chunk_state_passes_kernel");
     };
     if (plan.state_columns == 16) state_passes(std::integral_constant<int, 16>{});
     else state_passes(std::integral_constant<int, 32>{});

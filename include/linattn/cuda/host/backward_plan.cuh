@@ -27,7 +27,7 @@ struct backward_plan {
   std::size_t n_chunks = 0;        // chunks of backward_chunk tokens in the call
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
   int state_columns;               // value columns per block of passes 2 and 3 (16 or 32)
-  dim3 state_grid;                 // (V / state_columns, HV, N)   passes 2 and 3
+  dim3 state_grid;                 // (V / state_columns, HV, 2 N)   passes 2 and 3, side by side
   dim3 gradient_grid;              // (chunks, H)    pass 4
   struct {
     workspace_span<span> seqs;                   // [N]
@@ -46,7 +46,7 @@ struct backward_plan {
     }
     n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + backward_chunk - 1) / backward_chunk));
     chunk_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
-    state_grid = dim3(unsigned(p.V / state_columns), unsigned(p.HV), unsigned(p.N));
+    state_grid = dim3(unsigned(p.V / state_columns), unsigned(p.HV), unsigned(2 * p.N));
     gradient_grid = dim3(unsigned(n_chunks), unsigned(p.H));
     const std::size_t tokens = corrects ? std::size_t(p.B * p.T * p.HV) : 0;
     const std::size_t state = n_chunks * std::size_t(p.HV * p.K * p.V);

@@ -140,4 +140,41 @@ __device__ void block_gemm(const typename mma_traits<Op>::operand* A, unsigned l
   }
 }
 
+/// C = A B as block_gemm, for products with fewer 16x16 tiles of C than warps (short and wide
+/// Kd): each tile's Kd is split over warps / tiles warps, whose partial tiles are summed in a
+/// fixed order (the same bits on every run) and handed to the epilogue as block_gemm does.
+/// Runs on the whole block (it synchronises inside: every thread must call it); the tiles
+/// must divide the warps and Kd / (warps / tiles) must be a multiple of 8. The caller
+/// synchronises before the block reads what the epilogue wrote or reuses `stage`.
+template <class Op, class LA, class LB, int M, int N, int Kd, class Epilogue>
+__device__ void block_gemm_split_k(const typename mma_traits<Op>::operand* A, unsigned lda,
+                                   const typename mma_traits<Op>::operand* B, unsigned ldb, float* stage,
+                                   Epilogue&& epilogue) {
+  static_assert(M % 16 == 0 && N % 16 == 0 && Kd % 16 == 0, "tile sizes must be multiples of 16");
+  using traits = mma_traits<Op>;
+  constexpr int tiles_n = N / 16, tiles = (M / 16) * tiles_n;
+  const int warps = int(blockDim.x / 32), warp = int(threadIdx.x / 32);
+  const int per_tile = warps / tiles, span = Kd / per_tile;
+  if (warp < tiles * per_tile) {
+    const int t = warp / per_tile, part = warp % per_tile;
+    const unsigned i0 = unsigned(t / tiles_n) * 16, j0 = unsigned(t % tiles_n) * 16;
+    wmma::fragment<wmma::accumulator, 16, 16, traits::k_step, float> c;
+    wmma::fill_fragment(c, 0.0f);
+    for (unsigned k0 = unsigned(part * span); k0 < unsigned((part + 1) * span); k0 += traits::k_step)
+      traits::template step<LA, LB>(c, A + offset<LA>(i0, k0, lda), lda, B + offset<LB>(k0, j0, ldb), ldb);
+    wmma::store_matrix_sync(stage + warp * stage_floats, c, stage_ld, wmma::mem_row_major);
+  }
+  __syncthreads();
+  for (int g = int(threadIdx.x); g < tiles * 32; g += int(blockDim.x)) {
+    const int t = g / 32, r = (g % 32) / 2, c0 = (g % 2) * 8;
+    float v[8] = {};
+    for (int p = 0; p < per_tile; ++p) {
+      const float* part = stage + (t * per_tile + p) * stage_floats + r * stage_ld + c0;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] += part[e];
+    }
+    epilogue((t / tiles_n) * 16 + r, (t % tiles_n) * 16 + c0, v);
+  }
+}
+
 }  // namespace linattn::cuda::detail

@@ -165,7 +165,7 @@ template <class P, int K>
 __device__ void chunk_scores(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf, float* p,
                              float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  block_gemm<P, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+  block_gemm_split_k<P, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });
@@ -177,7 +177,7 @@ template <class P, int K>
 __device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
   float* g = cr.g[0];
-  block_gemm<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+  block_gemm_split_k<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });

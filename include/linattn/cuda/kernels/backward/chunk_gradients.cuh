@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule
       for (int e = 0; e < 8; ++e) s.du[r][j + e] += x[e];
     });
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
-    block_gemm<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&](int r, int j, const float (&x)[8]) {
+    block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int i = j + e;
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule
             for (int e = 0; e < 8; ++e) s.dy[r][j + e] = x[e];  // dY = M^T dU
           });
       __syncthreads();
-      block_gemm<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+      block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) s.da[r][j + e] = j + e < r ? -x[e] : 0.0f;  // dA = -stril(dY U^T)
       });

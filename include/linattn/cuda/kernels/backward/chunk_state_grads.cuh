@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Backward pass 3, the state-gradient recurrence: sequential over the chunks of one sequence
+/// Backward pass 3, the state-gradient recurrence (launched with pass 2: chunk_state_passes.cuh;
+/// it needs pass 1 only): sequential over the chunks of one sequence
 /// in reverse, for one value head and BV value columns, dH (the gradient of the state at the
 /// chunk's end, [K, BV]) in fp32 shared memory; it is written to the workspace
 /// (`state_grads`) before every chunk, and dL/d(initial state) at the end. Per chunk:
@@ -11,7 +12,6 @@
 
 #include "../../tile/block_gemm.cuh"
 #include "chunk_factors.cuh"
-#include "chunk_states.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -27,16 +27,17 @@ struct chunk_state_grads_storage {
   float stage[warps][stage_floats];
 };
 
+/// The pass for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * BV, on the
+/// whole block (chunk_state_passes.cuh launches it).
 template <class Rule, class T, int K, int BV_>
-__global__ void __launch_bounds__(256) chunk_state_grads_kernel(backward_args<Rule, T> args) {
+__device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   using S = chunk_state_grads_storage<K, BV_>;
   using P = backward_products<T>;
   constexpr int C = S::C, BV = S::BV, Th = S::threads;
   constexpr bool delta = corrects<Rule>;
   constexpr int rows = delta ? 2 * C : C;
-  extern __shared__ __align__(128) unsigned char dynamic_smem[];
-  S& s = *reinterpret_cast<S*>(dynamic_smem);
-  const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
+  S& s = *reinterpret_cast<S*>(smem);
+  const index_t hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
   const int V = args.in.v.extent(3);
   const span seq = args.template sequence<backward_chunk>(n_seq);
   const index_t b = seq.b;
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(256) chunk_state_grads_kernel(backward_args<Ru
     if (c > 0) issue(seq.start + (c - 1) * C);
     __syncthreads();
     if constexpr (delta) {
-      block_gemm<P, row_major, row_major, C, BV, K>(s.wb[0], S::ldk, s.dh[0], S::ldb, stage,
+      block_gemm_split_k<P, row_major, row_major, C, BV, K>(s.wb[0], S::ldk, s.dh[0], S::ldb, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) s.right[C + r][j + e] += x[e];  // dX = Wb dH + dXl

@@ -34,15 +34,16 @@ struct chunk_states_storage {
   float stage[warps][stage_floats];
 };
 
+/// The pass for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * BV, on the
+/// whole block (chunk_state_passes.cuh launches it).
 template <class Rule, class T, int K, int BV_>
-__global__ void __launch_bounds__(256) chunk_states_kernel(backward_args<Rule, T> args) {
+__device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   using S = chunk_states_storage<K, BV_>;
   using P = backward_products<T>;
   constexpr int C = S::C, BV = S::BV, Th = S::threads;
   constexpr bool delta = corrects<Rule>;
-  extern __shared__ __align__(128) unsigned char dynamic_smem[];
-  S& s = *reinterpret_cast<S*>(dynamic_smem);
-  const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
+  S& s = *reinterpret_cast<S*>(smem);
+  const index_t hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
   const int V = args.in.v.extent(3);
   const span seq = args.template sequence<backward_chunk>(n_seq);
   const index_t b = seq.b;
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(256) chunk_states_kernel(backward_args<Rule, T
     if (t0 + C < end) issue(t0 + C);
     __syncthreads();
     if constexpr (delta) {
-      block_gemm<P, row_major, row_major, C, BV, K>(s.w[0], S::ldk, s.h[0], S::ldb, stage,
+      block_gemm_split_k<P, row_major, row_major, C, BV, K>(s.w[0], S::ldk, s.h[0], S::ldb, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
             for (int e = 0; e < 8; ++e) s.u[r][j + e] -= x[e];  // U~ = U - W H
