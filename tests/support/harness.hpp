@@ -40,6 +40,7 @@ constexpr rule_spec spec_of() {
   if constexpr (Rule::decay == la::decay_kind::vector) s.kind = ref::decay::vector;
   if constexpr (std::is_same_v<typename Rule::family, la::householder_family>)
     s.rule = std::is_same_v<Rule, la::Longhorn> ? ref::update::longhorn : ref::update::delta;
+  if constexpr (std::is_same_v<Rule, la::LonghornDiagonal>) s = {ref::decay::none, ref::update::longhorn_diagonal};
   return s;
 }
 
@@ -114,7 +115,7 @@ inline ref::problem make_problem(std::mt19937_64& rng, ref::dims d, rule_spec sp
     p.beta.resize(std::size_t(d.B) * d.T * d.HV);
     for (auto& e : p.beta) e = 1.0 / (1.0 + std::exp(-normal(rng)));
   }
-  if (spec.rule == ref::update::longhorn) {
+  if (spec.rule == ref::update::longhorn || spec.rule == ref::update::longhorn_diagonal) {
     p.beta.resize(std::size_t(d.B) * d.T * d.HV);
     for (auto& e : p.beta) e = std::exp(normal(rng));
   }
@@ -233,6 +234,7 @@ typename Rule::template inputs<T> make_inputs(la::tensor_view<const T, 4> q, la:
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g3, .beta = b3};
   else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = g4, .beta = b3};
   else if constexpr (std::is_same_v<Rule, la::Longhorn>) return {.q = q, .k = k, .v = v, .delta = b3};
+  else if constexpr (std::is_same_v<Rule, la::LonghornDiagonal>) return {.q = q, .k = k, .v = v, .delta = b3};
   else if constexpr (std::is_same_v<Rule, la::NLMS>) return {.q = q, .k = k, .v = v};
   else static_assert(la::detail::always_false<Rule>, "harness: add the rule to make_inputs");
 }
