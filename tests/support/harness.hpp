@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <linattn/linattn.hpp>
+#include "catch.hpp"
 #include "instantiations.hpp"
 
 #include "reference.hpp"
@@ -341,6 +342,26 @@ inline std::vector<double> rows(const std::vector<double>& o, const ref::dims& d
   for (int b = 0; b < d.B; ++b)
     y.insert(y.end(), o.begin() + (std::size_t(b) * d.T + t0) * w, o.begin() + (std::size_t(b) * d.T + t1) * w);
   return y;
+}
+
+/// A run matches the reference: outputs (and the final state), every write inside the views.
+template <class T>
+void expect_matches(const outcome& got, const ref::result& want, bool check_state = true) {
+  CHECK(rel_err(got.r.o, want.o) < tolerance<T>());
+  if (check_state) CHECK(rel_err(got.r.s, want.s) < tolerance<T>());
+  CHECK(got.padding_ok);
+}
+
+/// T4, state carry: `part(t0, t1, s0)` runs tokens [t0, t1) from state s0 and returns its
+/// outcome; tokens [0, h) from the problem's S0, then [h, T) from the state that returned,
+/// must give the one-call reference `want`.
+template <class T, class Part>
+void check_state_carry(const ref::result& want, const ref::dims& d, const std::vector<double>& s0, int h, Part&& part) {
+  const outcome first = part(0, h, s0);
+  const outcome second = part(h, d.T, first.r.s);
+  CHECK(rel_err(first.r.o, rows(want.o, d, 0, h)) < tolerance<T>());
+  CHECK(rel_err(second.r.o, rows(want.o, d, h, d.T)) < tolerance<T>());
+  CHECK(rel_err(second.r.s, want.s) < tolerance<T>());
 }
 
 }  // namespace harness

@@ -8,7 +8,8 @@
 ///
 /// Hooks a rule may define (all optional):
 ///   check_inputs(in, c)   register its extra inputs: c.per_token(name, view, range),
-///                         c.per_key(name, view, range); c.fail(arg, msg)
+///                         c.per_key(name, view, range), c.per_step(name, view, range) (a
+///                         Householder product's [B, T, n_h, HV]); c.fail(arg, msg)
 ///   check_call(in, c)     checks that need the validated sizes, options or outputs, run after
 ///                         the common ones: c.expect(...), c.extra_input(...),
 ///                         c.extra_output(...), c.sizes(), c.call_form(), c.opts()

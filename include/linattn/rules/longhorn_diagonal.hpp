@@ -35,7 +35,7 @@ struct LonghornDiagonal {
 
   /// eps_t = delta_t / (1 + delta_t ||k_t||^2) of token t for value head hv, in double.
   template <class T>
-  static double step(const inputs<T>& in, index_t b, index_t t, index_t hv) {
+  static double epsilon(const inputs<T>& in, index_t b, index_t t, index_t hv) {
     const index_t h = key_head(in, hv);
     double kk = 0;
     for (index_t d = 0; d < in.k.extent(3); ++d) {
@@ -50,12 +50,12 @@ struct LonghornDiagonal {
   template <class T>
   static double log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
     const double x = static_cast<double>(in.k(b, t, key_head(in, hv), d));
-    return std::log1p(-step(in, b, t, hv) * x * x);
+    return std::log1p(-epsilon(in, b, t, hv) * x * x);
   }
   /// All K log gates of token t at once (one key norm per token instead of one per gate).   g: [K]
   template <class T>
   static void log_gates(const inputs<T>& in, index_t b, index_t t, index_t hv, double* g) {
-    const double eps = step(in, b, t, hv);
+    const double eps = epsilon(in, b, t, hv);
     const index_t h = key_head(in, hv);
     for (index_t d = 0; d < in.k.extent(3); ++d) {
       const double x = static_cast<double>(in.k(b, t, h, d));
@@ -65,7 +65,7 @@ struct LonghornDiagonal {
   /// The write eps_t v_t k_t^T.
   template <class T>
   static double write_scale(const inputs<T>& in, index_t b, index_t t, index_t hv) {
-    return step(in, b, t, hv);
+    return epsilon(in, b, t, hv);
   }
 
  private:

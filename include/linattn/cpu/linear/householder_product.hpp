@@ -64,10 +64,19 @@ inline detail::problem substep_problem(const detail::problem& p) {
   return s;
 }
 
-/// The output view the sub-step sequence writes (the last sub-step of each token).
-template <class T>
-last_substep_output<T> substep_output(const tensor_view<T, 4>& out, const detail::problem& p) {
-  return {out, p.steps};
+/// Runs form F of the Householder family for the product rule on its sub-step sequence
+/// (`state`: decode_step's state, read and written in place).
+template <detail::form F, class Product, class T>
+void run_substeps(const typename Product::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt, const detail::problem& p, const tensor_view<state_t<T>, 4>& state = {}) {
+  using S = product_substeps<Product>;
+  const auto s_in = substep_inputs<Product, T>(in, p.steps);
+  const last_substep_output<T> s_out{out, p.steps};  // [B, T, HV, V]: the last sub-step of each token
+  const detail::problem s = substep_problem(p);
+  if constexpr (F == detail::form::recurrent) linear_recurrent<S, T>(s_in, s_out, opt, s);
+  else if constexpr (F == detail::form::decode) linear_decode<S, T>(s_in, s_out, state, opt, s);
+  else if constexpr (F == detail::form::chunkwise) linear_chunkwise<S, T>(s_in, s_out, opt, s);
+  else linear_parallel<S, T>(s_in, s_out, opt, s);
 }
 
 }  // namespace linattn::cpu
@@ -79,8 +88,7 @@ struct algorithm<householder_product_family, form::recurrent> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_recurrent<cpu::product_substeps<Rule>, T>(cpu::substep_inputs<Rule, T>(in, p.steps), cpu::substep_output(out, p),
-                                                           opt, cpu::substep_problem(p));
+    cpu::run_substeps<form::recurrent, Rule, T>(in, out, opt, p);
   }
 };
 
@@ -89,8 +97,7 @@ struct algorithm<householder_product_family, form::decode> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_decode<cpu::product_substeps<Rule>, T>(cpu::substep_inputs<Rule, T>(in, p.steps), cpu::substep_output(out, p),
-                                                       state, opt, cpu::substep_problem(p));
+    cpu::run_substeps<form::decode, Rule, T>(in, out, opt, p, state);
   }
 };
 
@@ -99,8 +106,7 @@ struct algorithm<householder_product_family, form::chunkwise> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_chunkwise<cpu::product_substeps<Rule>, T>(cpu::substep_inputs<Rule, T>(in, p.steps), cpu::substep_output(out, p),
-                                                          opt, cpu::substep_problem(p));
+    cpu::run_substeps<form::chunkwise, Rule, T>(in, out, opt, p);
   }
 };
 
@@ -109,8 +115,7 @@ struct algorithm<householder_product_family, form::parallel> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_parallel<cpu::product_substeps<Rule>, T>(cpu::substep_inputs<Rule, T>(in, p.steps), cpu::substep_output(out, p),
-                                                         opt, cpu::substep_problem(p));
+    cpu::run_substeps<form::parallel, Rule, T>(in, out, opt, p);
   }
 };
 
