@@ -4,6 +4,8 @@
 // value heads), strided views, packed batches, carried states and strong gates; the reductions
 // R8 (n_h = 1 is Delta / GatedDelta; n_h = 2 is the delta rule on the interleaved sequence);
 // validation.
+#include <Eigen/Core>
+
 #include "support/cases.hpp"
 #include "support/catch.hpp"
 
@@ -102,6 +104,7 @@ struct call {
   index_t chunk = 64;
   int threads = 0;
   layout lay = layout::contiguous;
+  const std::vector<std::int32_t>* slots = nullptr;  // options.state_indices: sequence n in slot slots[n]
 };
 
 /// Runs one form of Rule (DeltaProduct or GatedDeltaProduct) on p; decode runs T single-token
@@ -116,7 +119,15 @@ outcome run_product(form f, const product_problem& p, const call& c = {}) {
   buffer<T, 3> g({d.B, d.T, d.HV}, c.lay);
   if (p.gated) g.set(p.g);
   buffer<T, 4> out({d.B, d.T, d.HV, d.V}, c.lay);
-  buffer<A, 4> s0({N, d.HV, d.K, d.V}, c.lay, p.s0), s1({N, d.HV, d.K, d.V}, c.lay);
+  const index_t P = c.slots ? N + 2 : N;  // a pool of N + 2 slots, or one state per sequence
+  buffer<A, 4> s0({P, d.HV, d.K, d.V}, c.lay), s1({P, d.HV, d.K, d.V}, c.lay);
+  std::vector<double> pool(std::size_t(P) * d.HV * d.K * d.V, 0.5);  // the slots no sequence uses
+  const std::size_t per_seq = std::size_t(d.HV) * d.K * d.V;
+  for (index_t n = 0; n < N; ++n) {
+    const index_t slot = c.slots ? (*c.slots)[std::size_t(n)] : n;
+    std::copy(p.s0.begin() + n * per_seq, p.s0.begin() + (n + 1) * per_seq, pool.begin() + slot * per_seq);
+  }
+  s0.set(pool);
   auto inputs = [&](index_t t0, index_t len) {
     auto cut = [&](const auto& view) {
       auto e = view.extents();
@@ -133,8 +144,9 @@ outcome run_product(form f, const product_problem& p, const call& c = {}) {
   opt.threads = c.threads;
   std::vector<std::int64_t> cu = p.cu;
   if (!cu.empty()) opt.cu_seqlens = la::view(cu.data(), cu.size());
+  if (c.slots) opt.state_indices = la::view(c.slots->data(), c.slots->size());
   if (f == form::decode) {
-    s1.set(p.s0);
+    s1.set(pool);
     for (index_t t = 0; t < d.T; ++t) {
       const auto [in, o] = inputs(t, 1);
       la::decode_step<Rule>(in, o, s1.view(), opt);
@@ -149,7 +161,11 @@ outcome run_product(form f, const product_problem& p, const call& c = {}) {
   }
   outcome res;
   res.r.o = out.get();
-  res.r.s = s1.get();
+  const std::vector<double> states = s1.get();
+  for (index_t n = 0; n < N; ++n) {  // the final states in sequence order
+    const index_t slot = c.slots ? (*c.slots)[std::size_t(n)] : n;
+    res.r.s.insert(res.r.s.end(), states.begin() + slot * per_seq, states.begin() + (slot + 1) * per_seq);
+  }
   res.padding_ok = out.padding_untouched() && s1.padding_untouched();
   return res;
 }
@@ -256,6 +272,38 @@ TEMPLATE_LIST_TEST_CASE("DeltaProduct: packed variable-length batches", "[delta_
   for (form f : {form::recurrent, form::parallel, form::chunkwise}) {
     CAPTURE(name(f));
     expect_matches<T>(run_product<Rule, T>(f, p, {.chunk = 8}), want);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("DeltaProduct: a state pool (options.state_indices) in every form", "[delta_product][pool]",
+                        product_cases) {
+  using Rule = typename TestType::rule;
+  using T = typename TestType::scalar;
+  std::mt19937_64 rng(89);
+  const auto p = make(rng, {.B = 3, .T = 19, .H = 1, .HV = 2, .K = 6, .V = 5}, 2, gated_rule<Rule>);
+  const auto want = reference(p);
+  const std::vector<std::int32_t> slots{4, 0, 2};
+  for (form f : all_forms) {
+    CAPTURE(name(f));
+    expect_matches<T>(run_product<Rule, T>(f, p, {.chunk = 8, .slots = &slots}), want);
+  }
+}
+
+TEMPLATE_TEST_CASE("DeltaProduct: bf16 and half inputs match float64 on the rounded inputs", "[delta_product][half]",
+                   Eigen::bfloat16, Eigen::half) {
+  using X = TestType;
+  std::mt19937_64 rng(90);
+  auto p = make(rng, {.B = 2, .T = 29, .H = 2, .HV = 4, .K = 16, .V = 12}, 3, true);
+  for (auto* v : {&p.q, &p.k, &p.v, &p.g, &p.beta})
+    for (double& e : *v) e = static_cast<double>(static_cast<X>(e));
+  for (double& e : p.s0) e = static_cast<double>(static_cast<float>(e));  // the state is float
+  const auto want = reference(p);
+  const double out_tol = std::is_same_v<X, Eigen::bfloat16> ? 1e-2 : 2e-3;  // outputs rounded once
+  for (form f : all_forms) {
+    CAPTURE(name(f));
+    const auto got = run_product<la::GatedDeltaProduct, X>(f, p, {.chunk = 16});
+    CHECK(rel_err(got.r.o, want.o) < out_tol);
+    CHECK(rel_err(got.r.s, want.s) < 1e-4);
   }
 }
 
