@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Recurrent vs parallel vs chunkwise forms of the rules (Hebbian, ScalarDecay, VectorDecay,
-/// Delta, GatedDelta, Longhorn, NLMS, KDA, mLSTM) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
+/// Delta, GatedDelta, Longhorn, LonghornDiagonal, NLMS, KDA, mLSTM, and DeltaProduct /
+/// GatedDeltaProduct with n_h = product_steps) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
 ///   (none)    main job: B=1 T=4096 H=8 K=V=128 C=64, every rule x form + gemm_1024
@@ -35,7 +36,9 @@ enum class kind { additive, delta, softmax };
 
 template <class Rule>
 constexpr kind kind_of() {
-  if constexpr (std::is_same_v<typename Rule::family, linattn::householder_family>) return kind::delta;
+  if constexpr (std::is_same_v<typename Rule::family, linattn::householder_family> ||
+                std::is_same_v<typename Rule::family, linattn::householder_product_family>)
+    return kind::delta;
   else if constexpr (std::is_same_v<typename Rule::family, linattn::softmax_family>) return kind::softmax;
   else return kind::additive;
 }
@@ -59,8 +62,8 @@ constexpr bool decays() {
 /// Softmax attention (the quadratic reference), every form: L^2 (K + V), the causal half of
 /// the dense 2 L^2 (K + V) of docs/math.md#costs (scores Q K^T and their product with V).
 /// Exponentials are not counted.
-double useful_flops(form f, kind r, bool decays, const shape& s) {
-  const double L = double(s.T), K = double(s.K), V = double(s.V);
+double useful_flops(form f, kind r, bool decays, const shape& s, index_t steps = 1) {
+  const double L = double(s.T * steps), K = double(s.K), V = double(s.V);
   const double C = double(std::min(s.C, s.T));
   const bool delta_family = r == kind::delta;
   double per_head = 0;
@@ -76,6 +79,15 @@ double useful_flops(form f, kind r, bool decays, const shape& s) {
   return per_head * double(s.B * s.H);
 }
 
+/// Householder steps per token of the DeltaProduct rows (their FLOPs: the delta rule's on
+/// product_steps x T sub-steps; options::chunk_size counts sub-steps).
+constexpr index_t product_steps = 2;
+
+template <class Rule>
+constexpr index_t steps_of() {
+  return std::is_same_v<typename Rule::family, linattn::householder_product_family> ? product_steps : 1;
+}
+
 // ---- inputs ------------------------------------------------------------------------------
 
 /// Random inputs of one size, shared by every rule and form of that size.
@@ -86,6 +98,9 @@ struct input_data {
   std::vector<float> g_scalar;  // [B, T, H]     logsigmoid(N(0,1) + 2) / 16 < 0, mean ~ -0.011
   std::vector<float> g_vector;  // [B, T, H, K]  same distribution
   std::vector<float> beta;      // [B, T, H]     sigmoid(N(0,1)): delta-rule step (Longhorn: delta)
+  std::vector<float> k_steps;   // [B, T, product_steps, H, K]  DeltaProduct: unit keys
+  std::vector<float> v_steps;   // [B, T, product_steps, H, V]
+  std::vector<float> beta_steps;  // [B, T, product_steps, H]
 };
 
 /// The inputs of shape s; regenerated only when the size changes (rows of one size are
@@ -106,14 +121,18 @@ input_data& inputs_for(const shape& s) {
   fill(d.g_scalar, tokens, gate);
   fill(d.g_vector, tokens * s.K, gate);
   fill(d.beta, tokens, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
+  fill(d.k_steps, tokens * product_steps * s.K, same);
+  fill(d.v_steps, tokens * product_steps * s.V, same);
+  fill(d.beta_steps, tokens * product_steps, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
   d.out.assign(static_cast<std::size_t>(tokens * s.V), 0.0f);
-  for (index_t i = 0; i < tokens; ++i) {  // unit-norm keys
-    float* k = d.k.data() + i * s.K;
-    float n2 = 0;
-    for (index_t j = 0; j < s.K; ++j) n2 += k[j] * k[j];
-    const float inv = 1.0f / std::sqrt(n2);
-    for (index_t j = 0; j < s.K; ++j) k[j] *= inv;
-  }
+  for (auto* keys : {&d.k, &d.k_steps})
+    for (std::size_t i = 0; i < keys->size(); i += std::size_t(s.K)) {  // unit-norm keys
+      float* k = keys->data() + i;
+      float n2 = 0;
+      for (index_t j = 0; j < s.K; ++j) n2 += k[j] * k[j];
+      const float inv = 1.0f / std::sqrt(n2);
+      for (index_t j = 0; j < s.K; ++j) k[j] *= inv;
+    }
   return d;
 }
 
@@ -135,7 +154,15 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = g_vec, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::mLSTM>) return {.q = q, .k = k, .v = v, .i = g, .f = beta};  // gates: any values
-  else return {.q = q, .k = k, .v = v, .delta = beta};  // Longhorn
+  else if constexpr (std::is_same_v<typename Rule::family, la::householder_product_family>) {
+    const index_t n = product_steps;
+    const auto ks = la::view(d.k_steps.data(), s.B, s.T, n, s.H, s.K);  // [B, T, n, H, K]
+    const auto vs = la::view(d.v_steps.data(), s.B, s.T, n, s.H, s.V);  // [B, T, n, H, V]
+    const auto bs = la::view(d.beta_steps.data(), s.B, s.T, n, s.H);    // [B, T, n, H]
+    if constexpr (std::is_same_v<Rule, la::DeltaProduct>) return {.q = q, .k = ks, .v = vs, .beta = bs};
+    else return {.q = q, .k = ks, .v = vs, .g = g, .beta = bs};
+  }
+  else return {.q = q, .k = k, .v = v, .delta = beta};  // Longhorn, LonghornDiagonal
 }
 
 // ---- benchmarks --------------------------------------------------------------------------
@@ -302,7 +329,7 @@ void add_form(form f, const shape& s, const run_settings& r) {
                      "/H:" + std::to_string(s.H) + "/K:" + std::to_string(s.K);
   if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
   name += "/threads:" + std::to_string(s.threads);
-  const double flops = useful_flops(f, kind_of<Rule>(), decays<Rule>(), s);
+  const double flops = useful_flops(f, kind_of<Rule>(), decays<Rule>(), s, steps_of<Rule>());
   const bool wall = r.wall || s.threads > 1;
   add_row(name, row_info{Rule::name, f, s, flops, wall});
   const auto run = [f, s, flops](benchmark::State& st) { bench_form<Rule>(st, f, s, flops); };
@@ -353,12 +380,15 @@ enum class mode { main_job, sweep, delta, threads, decode, smoke };
 
 void register_all(mode m) {
   using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA, la::mLSTM;
+  using la::LonghornDiagonal, la::DeltaProduct, la::GatedDeltaProduct;
   if (m == mode::main_job) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
     // (TTT-Linear has its own executable, linattn_bench_ttt; RLS's state is [K, V + K].)
     const run_settings r{0, 0, 5};
     add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
-    add_rules<Delta, Longhorn, NLMS, KDA, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
+    add_rules<Delta, Longhorn, LonghornDiagonal, NLMS, KDA, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
+    // n_h = 2: the parallel form would be one 8192-sub-step system per head (O(L^2) memory).
+    add_rules<DeltaProduct, GatedDeltaProduct>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
     add_softmax(shape{1, 4096, 8, 128, 128, 64}, {64, 128}, {1, 2}, false, r);
     add_gemm(r);
   } else if (m == mode::delta) {
@@ -410,8 +440,8 @@ void register_all(mode m) {
       }
   } else {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
-    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, KDA, mLSTM>(shape{2, 72, 2, 16, 24, 16},
-                                                                                         {16}, {1, 2}, true, {0, 2, 0});
+    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, LonghornDiagonal, KDA, mLSTM, DeltaProduct,
+              GatedDeltaProduct>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_softmax(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});
   }

@@ -53,4 +53,5 @@ TEMPLATE_TEST_CASE("bf16 and half inputs: every linear rule and form matches flo
   check_rule<la::GatedDelta, TestType>(5);
   check_rule<la::Longhorn, TestType>(6);
   check_rule<la::KDA, TestType>(7);
+  check_rule<la::LonghornDiagonal, TestType>(8);
 }

@@ -11,7 +11,8 @@ namespace harness {
 
 using additive_cases = std::tuple<rule_case<la::Hebbian, float>, rule_case<la::Hebbian, double>,
                                   rule_case<la::ScalarDecay, float>, rule_case<la::ScalarDecay, double>,
-                                  rule_case<la::VectorDecay, float>, rule_case<la::VectorDecay, double>>;
+                                  rule_case<la::VectorDecay, float>, rule_case<la::VectorDecay, double>,
+                                  rule_case<la::LonghornDiagonal, float>, rule_case<la::LonghornDiagonal, double>>;
 
 using householder_cases = std::tuple<rule_case<la::Delta, float>, rule_case<la::Delta, double>,
                                      rule_case<la::GatedDelta, float>, rule_case<la::GatedDelta, double>,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <linattn/linattn.hpp>
+#include "catch.hpp"
 #include "instantiations.hpp"
 
 #include "reference.hpp"
@@ -40,6 +41,7 @@ constexpr rule_spec spec_of() {
   if constexpr (Rule::decay == la::decay_kind::vector) s.kind = ref::decay::vector;
   if constexpr (std::is_same_v<typename Rule::family, la::householder_family>)
     s.rule = std::is_same_v<Rule, la::Longhorn> ? ref::update::longhorn : ref::update::delta;
+  if constexpr (std::is_same_v<Rule, la::LonghornDiagonal>) s = {ref::decay::none, ref::update::longhorn_diagonal};
   return s;
 }
 
@@ -114,7 +116,7 @@ inline ref::problem make_problem(std::mt19937_64& rng, ref::dims d, rule_spec sp
     p.beta.resize(std::size_t(d.B) * d.T * d.HV);
     for (auto& e : p.beta) e = 1.0 / (1.0 + std::exp(-normal(rng)));
   }
-  if (spec.rule == ref::update::longhorn) {
+  if (spec.rule == ref::update::longhorn || spec.rule == ref::update::longhorn_diagonal) {
     p.beta.resize(std::size_t(d.B) * d.T * d.HV);
     for (auto& e : p.beta) e = std::exp(normal(rng));
   }
@@ -233,6 +235,7 @@ typename Rule::template inputs<T> make_inputs(la::tensor_view<const T, 4> q, la:
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g3, .beta = b3};
   else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = g4, .beta = b3};
   else if constexpr (std::is_same_v<Rule, la::Longhorn>) return {.q = q, .k = k, .v = v, .delta = b3};
+  else if constexpr (std::is_same_v<Rule, la::LonghornDiagonal>) return {.q = q, .k = k, .v = v, .delta = b3};
   else if constexpr (std::is_same_v<Rule, la::NLMS>) return {.q = q, .k = k, .v = v};
   else static_assert(la::detail::always_false<Rule>, "harness: add the rule to make_inputs");
 }
@@ -339,6 +342,26 @@ inline std::vector<double> rows(const std::vector<double>& o, const ref::dims& d
   for (int b = 0; b < d.B; ++b)
     y.insert(y.end(), o.begin() + (std::size_t(b) * d.T + t0) * w, o.begin() + (std::size_t(b) * d.T + t1) * w);
   return y;
+}
+
+/// A run matches the reference: outputs (and the final state), every write inside the views.
+template <class T>
+void expect_matches(const outcome& got, const ref::result& want, bool check_state = true) {
+  CHECK(rel_err(got.r.o, want.o) < tolerance<T>());
+  if (check_state) CHECK(rel_err(got.r.s, want.s) < tolerance<T>());
+  CHECK(got.padding_ok);
+}
+
+/// T4, state carry: `part(t0, t1, s0)` runs tokens [t0, t1) from state s0 and returns its
+/// outcome; tokens [0, h) from the problem's S0, then [h, T) from the state that returned,
+/// must give the one-call reference `want`.
+template <class T, class Part>
+void check_state_carry(const ref::result& want, const ref::dims& d, const std::vector<double>& s0, int h, Part&& part) {
+  const outcome first = part(0, h, s0);
+  const outcome second = part(h, d.T, first.r.s);
+  CHECK(rel_err(first.r.o, rows(want.o, d, 0, h)) < tolerance<T>());
+  CHECK(rel_err(second.r.o, rows(want.o, d, h, d.T)) < tolerance<T>());
+  CHECK(rel_err(second.r.s, want.s) < tolerance<T>());
 }
 
 }  // namespace harness

@@ -8,7 +8,8 @@
 #include <linattn/linattn.hpp>
 
 /// X(Rule, T) for the rules of one family at one scalar type.
-#define LINATTN_TEST_ADDITIVE(X, T) X(linattn::Hebbian, T) X(linattn::ScalarDecay, T) X(linattn::VectorDecay, T)
+#define LINATTN_TEST_ADDITIVE(X, T) \
+  X(linattn::Hebbian, T) X(linattn::ScalarDecay, T) X(linattn::VectorDecay, T) X(linattn::LonghornDiagonal, T)
 #define LINATTN_TEST_HOUSEHOLDER(X, T) \
   X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::KDA, T)
 

@@ -21,8 +21,10 @@ enum class decay { none, scalar, vector };
 
 /// Which update: additive (S += v k^T), delta rule with beta = `beta`, or Longhorn with
 /// beta = delta / (1 + delta ||k||^2) where `beta` holds delta, or NLMS with
-/// beta = 1 / (||k||^2 + eps_k) (`beta` unused).
-enum class update { additive, delta, longhorn, nlms };
+/// beta = 1 / (||k||^2 + eps_k) (`beta` unused), or Longhorn's diagonal rule (the official
+/// code's): every entry S_ji decays by 1 - eps k_i^2, then S += eps v k^T, with
+/// eps = delta / (1 + delta ||k||^2) and `beta` holding delta.
+enum class update { additive, delta, longhorn, nlms, longhorn_diagonal };
 
 /// All inputs of a call in float64. `g` follows `decay`; `beta` ([B, T, HV]) is used by the
 /// delta-rule updates; `s0` is empty (zero start) or [N, HV, K, V]; `cu` is empty or the
@@ -48,11 +50,53 @@ struct result {
   std::vector<double> s;  // [N, HV, K, V]
 };
 
+/// One token of Longhorn's diagonal rule on S ([V, K], S[j * K + i] = S_{j,i}):
+/// S_ji <- (1 - eps k_i^2) S_ji + eps v_j k_i, eps = delta / (1 + delta ||k||^2).
+inline void longhorn_diagonal_step(const problem& p, int b, int t, int h, int hv, std::vector<double>& S) {
+  const dims& d = p.d;
+  double kk = 0;
+  for (int i = 0; i < d.K; ++i) kk += p.k[p.qk_at(b, t, h, i)] * p.k[p.qk_at(b, t, h, i)];
+  const double delta = p.beta[p.tok_at(b, t, hv)], eps = delta / (1.0 + delta * kk);
+  for (int j = 0; j < d.V; ++j)
+    for (int i = 0; i < d.K; ++i) {
+      const double ki = p.k[p.qk_at(b, t, h, i)];
+      S[j * d.K + i] = (1.0 - eps * ki * ki) * S[j * d.K + i] + eps * p.v[p.v_at(b, t, hv, j)] * ki;
+    }
+}
+
+/// One token of the other updates on S ([V, K]): the decay, then the (corrected) write.
+inline void matrix_step(const problem& p, int b, int t, int h, int hv, std::vector<double>& S) {
+  const dims& d = p.d;
+  for (int j = 0; j < d.V; ++j)
+    for (int i = 0; i < d.K; ++i) {
+      double decay = 1.0;
+      if (p.kind == decay::scalar) decay = std::exp(p.g[p.tok_at(b, t, hv)]);
+      if (p.kind == decay::vector) decay = std::exp(p.g[p.tok_at(b, t, hv) * d.K + i]);
+      S[j * d.K + i] *= decay;
+    }
+  double beta = 1.0;  // additive: plain write of v k^T
+  if (p.rule != update::additive) {
+    double kk = 0;
+    for (int i = 0; i < d.K; ++i) kk += p.k[p.qk_at(b, t, h, i)] * p.k[p.qk_at(b, t, h, i)];
+    if (p.rule == update::nlms) beta = 1.0 / (kk + p.eps_k);
+    else beta = p.beta[p.tok_at(b, t, hv)];
+    if (p.rule == update::longhorn) beta = beta / (1.0 + beta * kk);
+  }
+  for (int j = 0; j < d.V; ++j) {
+    double sk = 0;  // (S k)_j, zero for the additive write
+    if (p.rule != update::additive)
+      for (int i = 0; i < d.K; ++i) sk += S[j * d.K + i] * p.k[p.qk_at(b, t, h, i)];
+    const double w = beta * (p.v[p.v_at(b, t, hv, j)] - sk);
+    for (int i = 0; i < d.K; ++i) S[j * d.K + i] += w * p.k[p.qk_at(b, t, h, i)];
+  }
+}
+
 /// docs/math.md#hebbian through docs/math.md#longhorn, token by token:
 ///   additive:  S_t = decay_t(S_{t-1}) + v_t k_t^T
 ///   delta:     S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T
 ///   longhorn:  the delta update with beta_t = delta_t / (1 + delta_t ||k_t||^2)
 ///   nlms:      the delta update with beta_t = 1 / (||k_t||^2 + eps_k)
+///   longhorn_diagonal (docs/math.md#longhorn-official): longhorn_diagonal_step
 /// and o_t = S_t (scale q_t).
 inline result run(const problem& p) {
   const dims& d = p.d;
@@ -70,28 +114,8 @@ inline result run(const problem& p) {
       for (int j = 0; j < d.V; ++j)
         for (int i = 0; i < d.K; ++i) S[j * d.K + i] = p.s0.empty() ? 0.0 : p.s0[p.s_at(n, hv, i, j)];
       for (int t = t0; t < t1; ++t) {
-        for (int j = 0; j < d.V; ++j)
-          for (int i = 0; i < d.K; ++i) {
-            double decay = 1.0;
-            if (p.kind == decay::scalar) decay = std::exp(p.g[p.tok_at(b, t, hv)]);
-            if (p.kind == decay::vector) decay = std::exp(p.g[p.tok_at(b, t, hv) * d.K + i]);
-            S[j * d.K + i] *= decay;
-          }
-        double beta = 1.0;  // additive: plain write of v k^T
-        if (p.rule != update::additive) {
-          double kk = 0;
-          for (int i = 0; i < d.K; ++i) kk += p.k[p.qk_at(b, t, h, i)] * p.k[p.qk_at(b, t, h, i)];
-          if (p.rule == update::nlms) beta = 1.0 / (kk + p.eps_k);
-          else beta = p.beta[p.tok_at(b, t, hv)];
-          if (p.rule == update::longhorn) beta = beta / (1.0 + beta * kk);
-        }
-        for (int j = 0; j < d.V; ++j) {
-          double sk = 0;  // (S k)_j, zero for the additive write
-          if (p.rule != update::additive)
-            for (int i = 0; i < d.K; ++i) sk += S[j * d.K + i] * p.k[p.qk_at(b, t, h, i)];
-          const double w = beta * (p.v[p.v_at(b, t, hv, j)] - sk);
-          for (int i = 0; i < d.K; ++i) S[j * d.K + i] += w * p.k[p.qk_at(b, t, h, i)];
-        }
+        if (p.rule == update::longhorn_diagonal) longhorn_diagonal_step(p, b, t, h, hv, S);
+        else matrix_step(p, b, t, h, hv, S);
         for (int j = 0; j < d.V; ++j) {
           double o = 0;
           for (int i = 0; i < d.K; ++i) o += S[j * d.K + i] * p.scale * p.q[p.qk_at(b, t, h, i)];

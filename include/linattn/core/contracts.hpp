@@ -5,9 +5,14 @@
 ///
 ///   every rule           name, family, inputs<T> (the `rule` concept, core/family.hpp)
 ///   additive_family      decay; log_gate(in, b, t, hv) for scalar decay,
-///                        log_gate(in, b, t, hv, d) for vector decay
+///                        log_gate(in, b, t, hv, d) for vector decay; optional:
+///                        write_scale(in, b, t, hv) (the write c_t v_t k_t^T), and
+///                        log_gates(in, b, t, hv, double* g) (all K gates of a token at once)
+///                        (cpu/linear/rule_coefficients.hpp)
 ///   householder_family   decay; beta(in, b, t, hv, key_sqnorm); log_gate(in, b, t, hv) for
 ///                        scalar decay
+///   householder_product_family   decay (none or scalar); beta(in, b, t, j, hv, key_sqnorm)
+///                        for sub-step j; log_gate(in, b, t, hv) for scalar decay
 ///   ttt_family           step(in, b, t, hv), tau(in, i), ln_eps
 ///   rls_family           log_gate(in, b, t, hv), state_columns(K, V)
 ///   softmax, local-linear families: nothing beyond `rule`
@@ -42,6 +47,10 @@ concept vector_log_gate = requires(const probe_inputs<R>& in, index_t i) {
 template <class R>
 concept beta = requires(const probe_inputs<R>& in, index_t i, float sqnorm) {
   { R::beta(in, i, i, i, sqnorm) } -> std::convertible_to<float>;
+};
+template <class R>
+concept step_beta = requires(const probe_inputs<R>& in, index_t i, float sqnorm) {
+  { R::beta(in, i, i, i, i, sqnorm) } -> std::convertible_to<float>;
 };
 template <class R>
 concept step = requires(const probe_inputs<R>& in, index_t i) {
@@ -95,6 +104,18 @@ constexpr bool check_contract() {
     static_assert(contract::beta<Rule>,
                   "linattn: a householder_family rule needs static A beta(const inputs<T>&, index_t b, index_t t, index_t hv, A key_sqnorm)");
     ok = ok && contract::beta<Rule>;
+  }
+  if constexpr (std::same_as<F, householder_product_family>) {
+    static_assert(contract::decay<Rule>, "linattn: a householder_product_family rule needs static constexpr decay_kind decay");
+    if constexpr (contract::decay<Rule>) {
+      static_assert(Rule::decay != decay_kind::vector, "linattn: a householder_product_family rule decays by none or a scalar gate");
+      ok = Rule::decay != decay_kind::vector && check_log_gate<Rule>();
+    } else {
+      ok = false;
+    }
+    static_assert(contract::step_beta<Rule>,
+                  "linattn: a householder_product_family rule needs static A beta(const inputs<T>&, index_t b, index_t t, index_t j, index_t hv, A key_sqnorm)");
+    ok = ok && contract::step_beta<Rule>;
   }
   if constexpr (std::same_as<F, ttt_family>) {
     static_assert(contract::step<Rule>, "linattn: a ttt_family rule needs static A step<T, A>(const inputs<T>&, index_t b, index_t t, index_t hv)");

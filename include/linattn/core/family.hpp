@@ -13,6 +13,13 @@ namespace linattn {
 struct additive_family {};
 /// S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T: the delta-rule family.
 struct householder_family {};
+/// S_t = decay_t(S_{t-1}) prod_j (I - beta_tj k_tj k_tj^T) + writes: n_h Householder steps
+/// per token (DeltaProduct). Runs as the Householder family on the interleaved sequence of
+/// T n_h sub-steps (cpu/linear/householder_product.hpp): no kernel of its own. A checkpoint
+/// every few tokens is not offered (options::checkpoints).
+struct householder_product_family {
+  static constexpr bool checkpoints = false;
+};
 /// Nonlinear inner model trained by mini-batch gradient descent (TTT). Its state spans three
 /// views (weights, bias, mini-batch cache), so it has no state pool and no checkpoints.
 struct ttt_family {

@@ -39,6 +39,12 @@ class copied_integers {
   bool given() const { return given_; }
   index_t size() const { return static_cast<index_t>(offsets_.size()); }
   index_t operator[](index_t i) const { return offsets_[static_cast<std::size_t>(i)]; }
+  /// The same list with every entry times f (token offsets -> sub-step offsets).
+  copied_integers times(index_t f) const {
+    copied_integers c = *this;
+    for (index_t& o : c.offsets_) o *= f;
+    return c;
+  }
 
  private:
   std::vector<index_t> offsets_;
@@ -60,6 +66,7 @@ struct problem {
   sequence_offsets cu;  // given only for packed batches (N + 1 offsets)
   copied_integers slots;  // given only with options::state_indices (N pool slots, < 0: none)
   index_t checkpoint_every = 0;  // options::checkpoint_every (0: no checkpoints)
+  index_t steps = 1;   // Householder steps per token, n_h (householder_product_family)
 
   index_t batch(index_t n) const { return cu.given() ? 0 : n; }
   index_t start(index_t n) const { return cu.given() ? cu[n] : 0; }

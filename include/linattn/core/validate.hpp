@@ -8,7 +8,8 @@
 ///
 /// Hooks a rule may define (all optional):
 ///   check_inputs(in, c)   register its extra inputs: c.per_token(name, view, range),
-///                         c.per_key(name, view, range); c.fail(arg, msg)
+///                         c.per_key(name, view, range), c.per_step(name, view, range) (a
+///                         Householder product's [B, T, n_h, HV]); c.fail(arg, msg)
 ///   check_call(in, c)     checks that need the validated sizes, options or outputs, run after
 ///                         the common ones: c.expect(...), c.extra_input(...),
 ///                         c.extra_output(...), c.sizes(), c.call_form(), c.opts()
@@ -120,6 +121,13 @@ class call_checker {
     scans_.push_back([this, name, x, range] { scan(name, x, range); });
   }
 
+  /// A per-sub-step scalar input of shape [B, T, n_h, HV] (a Householder product's beta).
+  void per_step(const char* name, const tensor_view<const T, 4>& x, value_range range) {
+    expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.steps, p_.HV}, "[B, T, n_h, HV]");
+    inputs_.push_back(region_of(name, x));
+    scans_.push_back([this, name, x, range] { scan(name, x, range); });
+  }
+
   // ---- hooks for Rule::check_call --------------------------------------------------------
 
   form call_form() const { return form_; }
@@ -182,14 +190,19 @@ class call_checker {
     if (p_.B < 1 || p_.H < 1 || p_.K < 1)
       fail("q", "has shape " + shape_string(q.extents()) + ", expected [B, T, H, K] with B, H, K >= 1");
     if (q.data() == nullptr && q.size() > 0) fail("q", "has null data");
-    expect("k", in_.k, q.extents(), "[B, T, H, K] (the shape of q)");
     const auto& v = in_.v;
-    if (!v.given()) fail("v", "is missing; expected a view of shape [B, T, HV, V]");
-    if (v.extent(0) != p_.B || v.extent(1) != p_.T || v.extent(2) < 1 || v.extent(3) < 1)
-      fail("v", "has shape " + shape_string(v.extents()) + ", expected [B, T, HV, V] = [" +
-                    std::to_string(p_.B) + ", " + std::to_string(p_.T) + ", HV, V] with HV, V >= 1 (B, T from q)");
+    constexpr int at = std::remove_cvref_t<decltype(v)>::rank - 2;  // v's HV axis: 2, or 3 after n_h
+    if constexpr (at == 3) {
+      check_steps();
+    } else {
+      expect("k", in_.k, q.extents(), "[B, T, H, K] (the shape of q)");
+      if (!v.given()) fail("v", "is missing; expected a view of shape [B, T, HV, V]");
+      if (v.extent(0) != p_.B || v.extent(1) != p_.T || v.extent(2) < 1 || v.extent(3) < 1)
+        fail("v", "has shape " + shape_string(v.extents()) + ", expected [B, T, HV, V] = [" +
+                      std::to_string(p_.B) + ", " + std::to_string(p_.T) + ", HV, V] with HV, V >= 1 (B, T from q)");
+    }
     check_reach("v", v);
-    p_.HV = v.extent(2), p_.V = v.extent(3);
+    p_.HV = v.extent(at), p_.V = v.extent(at + 1);
     if (p_.HV % p_.H != 0)
       fail("v", "has HV = " + std::to_string(p_.HV) + " value heads, expected a multiple of H = " +
                     std::to_string(p_.H) + " (the q/k heads)");
@@ -198,6 +211,22 @@ class call_checker {
     inputs_.push_back(region_of("q", in_.q));
     inputs_.push_back(region_of("k", in_.k));
     inputs_.push_back(region_of("v", in_.v));
+  }
+
+  /// Householder products: k [B, T, n_h, H, K] and v [B, T, n_h, HV, V], n_h >= 1 from k.
+  void check_steps() {
+    const auto& k = in_.k;
+    const auto& v = in_.v;
+    if (!k.given()) fail("k", "is missing; expected a view of shape [B, T, n_h, H, K]");
+    p_.steps = k.extent(2);
+    if (p_.steps < 1)
+      fail("k", "has shape " + shape_string(k.extents()) + ", expected [B, T, n_h, H, K] with n_h >= 1 (Householder steps per token)");
+    expect("k", k, std::array<index_t, 5>{p_.B, p_.T, p_.steps, p_.H, p_.K}, "[B, T, n_h, H, K] (B, T, H, K from q)");
+    if (!v.given()) fail("v", "is missing; expected a view of shape [B, T, n_h, HV, V]");
+    if (v.extent(0) != p_.B || v.extent(1) != p_.T || v.extent(2) != p_.steps || v.extent(3) < 1 || v.extent(4) < 1)
+      fail("v", "has shape " + shape_string(v.extents()) + ", expected [B, T, n_h, HV, V] = [" + std::to_string(p_.B) + ", " +
+                    std::to_string(p_.T) + ", " + std::to_string(p_.steps) +
+                    ", HV, V] with HV, V >= 1 (B, T from q, n_h from k)");
   }
 
   void check_options() {
@@ -356,21 +385,30 @@ class call_checker {
   /// The delta update S += beta (v - S k) k^T contracts only while beta ||k||^2 <= 2: beyond
   /// that the recurrence itself diverges geometrically (keys not L2-normalised, the usual
   /// cause). Rules whose beta bounds it (Longhorn, NLMS) always pass.
+  /// (A Householder product: every sub-step j, at [b, t, j, value head].)
   void scan_write_strength() {
     const auto& k = in_.k;
-    for (index_t b = 0; b < k.extent(0); ++b)
-      for (index_t t = 0; t < k.extent(1); ++t)
-        for (index_t hv = 0; hv < p_.HV; ++hv) {
-          double kk = 0;
-          for (index_t d = 0; d < p_.K; ++d) {
-            const double x = static_cast<double>(k(b, t, p_.qk_head(hv), d));
-            kk += x * x;
+    constexpr bool product = std::is_same_v<typename Rule::family, householder_product_family>;
+    for (index_t b = 0; b < p_.B; ++b)
+      for (index_t t = 0; t < p_.T; ++t)
+        for (index_t j = 0; j < p_.steps; ++j)
+          for (index_t hv = 0; hv < p_.HV; ++hv) {
+            double kk = 0;
+            for (index_t d = 0; d < p_.K; ++d) {
+              double x;
+              if constexpr (product) x = static_cast<double>(k(b, t, j, p_.qk_head(hv), d));
+              else x = static_cast<double>(k(b, t, p_.qk_head(hv), d));
+              kk += x * x;
+            }
+            double w;
+            if constexpr (product) w = Rule::beta(in_, b, t, j, hv, kk) * kk;
+            else w = Rule::template beta<T, double>(in_, b, t, hv, kk) * kk;
+            if (w > 2.0 * (1.0 + 1e-5))
+              fail("k", "gives beta ||k||^2 = " + std::to_string(w) + " > 2 at " +
+                            (product ? "sub-step " + shape_string(std::array<index_t, 4>{b, t, j, hv}) + " ([b, t, j, value head])"
+                                     : "token " + shape_string(std::array<index_t, 3>{b, t, hv}) + " ([b, t, value head])") +
+                            ": the delta update diverges there; L2-normalise the keys (options.check_finite)");
           }
-          const double w = Rule::template beta<T, double>(in_, b, t, hv, kk) * kk;
-          if (w > 2.0 * (1.0 + 1e-5))
-            fail("k", "gives beta ||k||^2 = " + std::to_string(w) + " > 2 at token " + shape_string(std::array<index_t, 3>{b, t, hv}) +
-                          " ([b, t, value head]): the delta update diverges there; L2-normalise the keys (options.check_finite)");
-        }
   }
 
   void scan_inputs(const tensor_view<Real, 4>* state) {
@@ -378,7 +416,9 @@ class call_checker {
     scan("k", in_.k, value_range::any);
     scan("v", in_.v, value_range::any);
     for (auto& s : scans_) s();
-    if constexpr (std::is_same_v<typename Rule::family, householder_family>) scan_write_strength();
+    if constexpr (std::is_same_v<typename Rule::family, householder_family> ||
+                  std::is_same_v<typename Rule::family, householder_product_family>)
+      scan_write_strength();
     if (state) scan_state("state", *state);
     else if (opt_.initial_state.given()) scan_state("options.initial_state", opt_.initial_state);
   }

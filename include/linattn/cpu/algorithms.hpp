@@ -7,6 +7,7 @@
 #include "element_types.hpp"
 #include "linear/algorithms.hpp"
 #include "linear/backward/algorithms.hpp"
+#include "linear/householder_product.hpp"
 #include "mlstm/algorithms.hpp"
 #include "rls/algorithms.hpp"
 #include "softmax/algorithms.hpp"

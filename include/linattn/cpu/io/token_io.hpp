@@ -27,19 +27,33 @@ inline void prefetch_bytes(const void* p, index_t bytes, bool write) {
   }
 }
 
+/// dst = factor * the D elements at src, sd apart (one token row of one head).
+template <class T, class Row, class A>
+void load_row(const T* src, index_t D, index_t sd, Row&& dst, A factor) {
+  if (sd == 1)  // contiguous rows: a vectorised convert-and-scale
+    dst = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(src, D).template cast<A>() * factor;
+  else
+    for (index_t d = 0; d < D; ++d) dst(d) = factor * static_cast<A>(src[d * sd]);
+}
+
+/// The D elements at dst, sd apart = src (one output row of one head).
+template <class T, class Row>
+void store_row(T* dst, index_t D, index_t sd, const Row& src) {
+  if (sd == 1)
+    Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(dst, D) = src.template cast<T>();
+  else
+    for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(src(d));
+}
+
 /// dst row r = factor * x(b, t0 + r, head, :) for r in [0, rows).   x: [B, T, heads, D]
 template <class T, class Dst, class A>
 void load_rows(const tensor_view<const T, 4>& x, index_t b, index_t t0, index_t head, index_t rows,
                Dst& dst, A factor) {
   const index_t D = x.extent(3), sd = x.stride(3);
   for (index_t r = 0; r < rows; ++r) {
-    const T* src = &x(b, t0 + r, head, 0);
     if (sd == 1 && r + rows_ahead < rows)
       prefetch_bytes(&x(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), false);
-    if (sd == 1)  // contiguous rows: a vectorised convert-and-scale
-      dst.row(r) = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(src, D).template cast<A>() * factor;
-    else
-      for (index_t d = 0; d < D; ++d) dst(r, d) = factor * static_cast<A>(src[d * sd]);
+    load_row(&x(b, t0 + r, head, 0), D, sd, dst.row(r), factor);
   }
 }
 
@@ -49,13 +63,9 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
                 const Src& src) {
   const index_t D = out.extent(3), sd = out.stride(3);
   for (index_t r = 0; r < rows; ++r) {
-    T* dst = &out(b, t0 + r, head, 0);
     if (sd == 1 && r + rows_ahead < rows)
       prefetch_bytes(&out(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), true);
-    if (sd == 1)
-      Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>(dst, D) = src.row(r).template cast<T>();
-    else
-      for (index_t d = 0; d < D; ++d) dst[d * sd] = static_cast<T>(src(r, d));
+    store_row(&out(b, t0 + r, head, 0), D, sd, src.row(r));
   }
 }
 

@@ -25,6 +25,7 @@
 #include "../io/token_io.hpp"
 #include "../linalg/gemm.hpp"
 #include "../linalg/transpose.hpp"
+#include "rule_coefficients.hpp"
 #include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
@@ -74,6 +75,8 @@ class additive_worker {
     load_rows(in.q, b, t0, hq, n, Q_, scale);
     load_rows(in.k, b, t0, hq, n, K_, A(1));
     load_rows(in.v, b, t0, hv, n, V_, A(1));
+    if constexpr (scales_write<Rule, inputs_t>)  // the write c_t v_t k_t^T: c_t into the value rows
+      for (index_t r = 0; r < n; ++r) V_.row(r) *= write_coefficient<Rule, A>(in, b, t0 + r, hv);
   }
   /// ... then the gates' cumulative sums, the decayed key copies and the scores.
   void prepare(const inputs_t& in, index_t b, index_t t0, index_t hv) {
@@ -89,9 +92,12 @@ class additive_worker {
     if constexpr (decay == decay_kind::vector) {
       const index_t K = K_.cols();
       run_.assign(static_cast<std::size_t>(K), 0.0);  // summed in double, rounded once per entry
-      for (index_t r = 0; r < n; ++r)
+      gates_.resize(static_cast<std::size_t>(K));
+      for (index_t r = 0; r < n; ++r) {
+        vector_log_gates<Rule>(in, b, t0 + r, hv, K, gates_.data());
         for (index_t d = 0; d < K; ++d)
-          b_(r, d) = static_cast<Cum>(run_[std::size_t(d)] += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d)));
+          b_(r, d) = static_cast<Cum>(run_[std::size_t(d)] += floored_gate<A>(gates_[std::size_t(d)]));
+      }
       // Keys pre-decayed to the last row of their 64-block (Kt_) and 16-block (Ks_).
       for (index_t i = 0; i < n; ++i) {
         const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
@@ -106,7 +112,10 @@ class additive_worker {
   }
 
   /// Writes the span's outputs to out(b, t0 + r, hv, :), given the state H at span start.
-  void emit(const mat<A>& H, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hv) {
+  /// `out` is a `tensor_view<T, 4>` `[B, T, HV, V]`, or a view that store_rows knows (the
+  /// sub-step outputs of a Householder product, householder_product_io.hpp).
+  template <class Out>
+  void emit(const mat<A>& H, const Out& out, index_t b, index_t t0, index_t hv) {
     const bool finite_values = all_finite(V_.topRows(n_));
     for (index_t r0 = 0; r0 < n_; r0 += tile) {
       const index_t r1 = std::min(r0 + tile, n_), m = r1 - r0;
@@ -257,6 +266,7 @@ class additive_worker {
   mat<A> Kx_;         // [K, cap]                       Kᵀ (no vector decay): rows read by Q Kᵀ
   mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
   std::vector<double> run_;  // [K]                   its running sums (vector decay)
+  std::vector<double> gates_;  // [K]                 one token's log gates (vector decay)
   col_vec<A> cf_;     // [cap]                          scalar column / write factors
   col_vec<A> eb_;     // [cap]                          scalar exp(b)
   row_vec<A> f_;      // [K]                            per-dimension pivot factor

@@ -4,7 +4,8 @@
 /// token worker; chunkwise runs the block worker once per chunk (with the chunks of one long
 /// sequence spread over threads when there are fewer tasks than threads); parallel runs it
 /// once over each whole sequence (the masked L x L form, with a float64 gate cumsum since it
-/// spans the whole sequence).
+/// spans the whole sequence). The forms are functions of the rule's inputs and an output (a
+/// `[B, T, HV, V]` view, or a Householder product's sub-step output: householder_product.hpp).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +15,41 @@
 #include "../runtime/schedulers.hpp"
 #include "workers.hpp"
 
+namespace linattn::cpu {
+
+template <class Rule, class T, class Out>
+void linear_recurrent(const typename Rule::template inputs<T>& in, const Out& out, const options<state_t<T>>& opt,
+                      const detail::problem& p) {
+  run_tokens<token_worker<Rule, T, state_t<T>>>(in, out, opt.initial_state, opt.final_state, p,
+                                                checkpoint_writer<state_t<T>>(opt, p));
+}
+
+template <class Rule, class T, class Out>
+void linear_decode(const typename Rule::template inputs<T>& in, const Out& out, const tensor_view<state_t<T>, 4>& state,
+                   const options<state_t<T>>& opt, const detail::problem& p) {
+  run_tokens<token_worker<Rule, T, state_t<T>>>(in, out, state, state, p, checkpoint_writer<state_t<T>>(opt, p));
+}
+
+template <class Rule, class T, class Out>
+void linear_chunkwise(const typename Rule::template inputs<T>& in, const Out& out, const options<state_t<T>>& opt,
+                      const detail::problem& p) {
+  using A = state_t<T>;
+  using worker = linear_block_worker<Rule, T, A, A>;
+  if constexpr (chunk_local_worker<worker>) {
+    if (p.N * p.HV < p.threads && p.max_length() > p.chunk) return run_chunks_across_threads<worker>(in, out, opt, p);
+  }
+  run_blocks<worker>(in, out, opt, p, p.chunk);
+}
+
+template <class Rule, class T, class Out>
+void linear_parallel(const typename Rule::template inputs<T>& in, const Out& out, const options<state_t<T>>& opt,
+                     const detail::problem& p) {
+  using worker = linear_block_worker<Rule, T, state_t<T>, double>;
+  run_blocks<worker>(in, out, opt, p, std::max<index_t>(1, p.max_length()));
+}
+
+}  // namespace linattn::cpu
+
 namespace linattn::detail {
 
 template <cpu::linear_family Family>
@@ -21,8 +57,7 @@ struct algorithm<Family, form::recurrent> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, opt.initial_state, opt.final_state, p,
-                                                            cpu::checkpoint_writer<state_t<T>>(opt, p));
+    cpu::linear_recurrent<Rule, T>(in, out, opt, p);
   }
 };
 
@@ -31,7 +66,7 @@ struct algorithm<Family, form::decode> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, state, state, p, cpu::checkpoint_writer<state_t<T>>(opt, p));
+    cpu::linear_decode<Rule, T>(in, out, state, opt, p);
   }
 };
 
@@ -40,12 +75,7 @@ struct algorithm<Family, form::chunkwise> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
-    using A = state_t<T>;
-    using worker = cpu::linear_block_worker<Rule, T, A, A>;
-    if constexpr (cpu::chunk_local_worker<worker>) {
-      if (p.N * p.HV < p.threads && p.max_length() > p.chunk) return cpu::run_chunks_across_threads<worker>(in, out, opt, p);
-    }
-    cpu::run_blocks<worker>(in, out, opt, p, p.chunk);
+    cpu::linear_chunkwise<Rule, T>(in, out, opt, p);
   }
 };
 
@@ -54,8 +84,7 @@ struct algorithm<Family, form::parallel> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const problem& p) {
-    using worker = cpu::linear_block_worker<Rule, T, state_t<T>, double>;
-    cpu::run_blocks<worker>(in, out, opt, p, std::max<index_t>(1, p.max_length()));
+    cpu::linear_parallel<Rule, T>(in, out, opt, p);
   }
 };
 

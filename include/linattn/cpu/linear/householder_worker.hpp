@@ -113,7 +113,8 @@ class householder_worker {
   /// span (and every span longer than max_chunk_size, which has no explicit T) computes U~ by
   /// forward substitution, (I + A) U~ = diag(beta) X, whose intermediates are the corrections
   /// themselves. With normalised keys (|T| = O(1)) this path is not taken.
-  void emit(const mat<A>& H, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hv) {
+  template <class Out>
+  void emit(const mat<A>& H, const Out& out, index_t b, index_t t0, index_t hv) {
     const index_t n = core_.length();
     auto X = X_.topRows(n);              // [n, V]
     auto V = core_.values().topRows(n);  // the span's v, replaced by U~

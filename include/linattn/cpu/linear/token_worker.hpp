@@ -17,12 +17,14 @@
 
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "../../core/family.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../io/checkpoint_io.hpp"
 #include "../io/token_io.hpp"
 #include "../linalg/eigen_types.hpp"
+#include "rule_coefficients.hpp"
 #include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
@@ -35,14 +37,15 @@ class token_worker {
   using state_scalar = A;  // state and accumulation
   static constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
 
-  token_worker(index_t K, index_t V) : K_(K), V_(V), q_(K), k_(K), dq_(K), dk_(K), decay_(K), u_(V), a_(V), o_(V) {}
+  token_worker(index_t K, index_t V)
+      : K_(K), V_(V), q_(K), k_(K), dq_(K), dk_(K), decay_(K), u_(V), a_(V), o_(V), gates_(std::size_t(K)) {}
 
   /// Runs tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq) of sequence seq,
   /// reading the state from slot `slot` of s_in and writing it to slot `slot` of s_out
   /// (either view may be absent or alias the other; slot < 0: zero start, nothing written)
   /// and the checkpoints of the sequence (cp).
-  template <class S0, class S1>
-  void run(const inputs_t& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out, index_t slot,
+  template <class Out, class S0, class S1>
+  void run(const inputs_t& in, const Out& out, const S0& s_in, const S1& s_out, index_t slot,
            index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale,
            const checkpoint_writer<A>& cp = {}) {
     if (cp.every_token_rows() && n > 0) return run_into_checkpoints(in, out, s_in, s_out, slot, seq, b, t0, n, hq, hv, scale, cp);
@@ -78,8 +81,8 @@ class token_worker {
   /// A checkpoint after every token (verify_drafts): token j reads the state of token j - 1
   /// (for j = 0: the caller's slot, read in place when its rows are unit-stride) and writes
   /// its own straight into checkpoint entry j: no copies of the state in or out.
-  template <class S0, class S1>
-  void run_into_checkpoints(const inputs_t& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out,
+  template <class Out, class S0, class S1>
+  void run_into_checkpoints(const inputs_t& in, const Out& out, const S0& s_in, const S1& s_out,
                             index_t slot, index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv,
                             A scale, const checkpoint_writer<A>& cp) {
     const A* src = nullptr;
@@ -107,8 +110,8 @@ class token_worker {
 
   /// Token t: its output from the state `src` ([K, V]) and the state after it into `dst` (the
   /// same memory, or another buffer).
-  template <class Src>
-  void step(const inputs_t& in, const tensor_view<T, 4>& out, const Src& src, state_map& dst, index_t b, index_t t,
+  template <class Out, class Src>
+  void step(const inputs_t& in, const Out& out, const Src& src, state_map& dst, index_t b, index_t t,
             index_t hq, index_t hv, A scale) {
     load_rows(in.q, b, t, hq, 1, q_, scale);
     load_rows(in.k, b, t, hq, 1, k_, A(1));
@@ -116,10 +119,13 @@ class token_worker {
     A beta = A(1);
     if constexpr (corrects)  // unit key, value over |k|, beta |k|^2: the same update for any key norm
       beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });
+    else if constexpr (scales_write<Rule, inputs_t>)  // the write c_t v_t k_t^T
+      u_ *= write_coefficient<Rule, A>(in, b, t, hv);
     if constexpr (Rule::decay == decay_kind::scalar) {
       decay_.setConstant(std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv))));
     } else if constexpr (Rule::decay == decay_kind::vector) {
-      for (index_t d = 0; d < K_; ++d) decay_(d) = std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv, d)));
+      vector_log_gates<Rule>(in, b, t, hv, K_, gates_.data());
+      for (index_t d = 0; d < K_; ++d) decay_(d) = std::exp(static_cast<A>(gates_[std::size_t(d)]));
     }
     if constexpr (Rule::decay == decay_kind::none) {
       dk_ = k_, dq_ = q_;
@@ -193,6 +199,7 @@ class token_worker {
   row_vec<A> q_, k_, dq_, dk_;      // [K]: q, k and their decayed copies
   row_vec<A> decay_;                // [K]: the decay factor of each key row
   row_vec<A> u_, a_, o_;            // [V]: the value, then what is written; (d k)^T H; the output
+  std::vector<double> gates_;       // [K]: the log gates of the token (vector decay)
 };
 
 }  // namespace linattn::cpu

@@ -46,8 +46,8 @@ inline constexpr index_t window_tokens = 256;
 /// between windows (a barrier per window left one thread idle at every window end). The
 /// states ([K, V] per task) live in one shared vector. Each task sees the same operations in
 /// the same order as on one thread, so results do not depend on the thread count.
-template <block_worker Worker, class Inputs, class T, class A>
-void run_blocks_windowed(const Inputs& in, const tensor_view<T, 4>& out, const options<A>& opt, const detail::problem& p,
+template <block_worker Worker, class Inputs, class Out, class A>
+void run_blocks_windowed(const Inputs& in, const Out& out, const options<A>& opt, const detail::problem& p,
                          index_t span) {
   using worker = Worker;
   const index_t tasks = p.N * p.HV;
@@ -92,8 +92,8 @@ void run_blocks_windowed(const Inputs& in, const tensor_view<T, 4>& out, const o
 
 /// Runs every sequence as consecutive blocks of at most `span` tokens. Each task sees the same
 /// operations whatever the grouping, so results do not depend on the thread count.
-template <block_worker Worker, class Inputs, class T, class A>
-void run_blocks(const Inputs& in, const tensor_view<T, 4>& out, const options<A>& opt, const detail::problem& p,
+template <block_worker Worker, class Inputs, class Out, class A>
+void run_blocks(const Inputs& in, const Out& out, const options<A>& opt, const detail::problem& p,
                 index_t span) {
   using worker = Worker;
   const index_t tasks = p.N * p.HV;
@@ -144,8 +144,8 @@ inline constexpr index_t window_chunks = 2;
 /// other core's cache). The loads are the smaller part of the work, so more than two threads
 /// per task would only wait: at most 2 x tasks threads take part. Every chunk sees exactly the
 /// operations of the one-chunk-at-a-time path, so results do not depend on the thread count.
-template <chunk_local_worker Worker, class Inputs, class T, class A>
-void run_chunks_across_threads(const Inputs& in, const tensor_view<T, 4>& out, const options<A>& opt,
+template <chunk_local_worker Worker, class Inputs, class Out, class A>
+void run_chunks_across_threads(const Inputs& in, const Out& out, const options<A>& opt,
                                const detail::problem& p) {
   using worker = Worker;
   const index_t tasks = p.N * p.HV, C = p.chunk, window = window_chunks * C;  // window in tokens
@@ -180,8 +180,8 @@ void run_chunks_across_threads(const Inputs& in, const tensor_view<T, 4>& out, c
 
 /// Token recurrence for every sequence; the state comes from s_in and goes to s_out (slot
 /// problem::slot of each), the checkpoints to cp.
-template <class Worker, class Inputs, class T, class S0, class S1>
-void run_tokens(const Inputs& in, const tensor_view<T, 4>& out, const S0& s_in, const S1& s_out,
+template <class Worker, class Inputs, class Out, class S0, class S1>
+void run_tokens(const Inputs& in, const Out& out, const S0& s_in, const S1& s_out,
                 const detail::problem& p, const checkpoint_writer<typename Worker::state_scalar>& cp = {}) {
   using worker = Worker;
   using A = typename Worker::state_scalar;
