@@ -30,12 +30,11 @@ void run_ttt(const typename Rule::template inputs<T>& in, const tensor_view<T, 4
              const WOut& w_out, const detail::problem& p, Make&& make_kernel) {
   for_each_head(
       p, [&] { return std::pair(make_kernel(), ttt_state<A>(p.K)); },
-      [&](auto& w, index_t seq, index_t hv) {
+      [&](auto& w, const head_task& t) {
         auto& [kernel, st] = w;
-        st.load(in, w_in, seq, hv);
-        kernel.run(in, out, st, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv,
-                   static_cast<A>(p.scale));
-        st.store(in, w_out, seq, hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
+        st.load(in, w_in, t.seq, t.hv);
+        kernel.run(in, out, st, t.b, t.t0, t.n, t.hq, t.hv, static_cast<A>(p.scale));
+        st.store(in, w_out, t.seq, t.hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
       });
 }
 
@@ -47,7 +46,7 @@ class ttt_tiles {
   ttt_tiles(const typename Rule::template inputs<T>& in, index_t tile, index_t D) : tile_(tile), dual_(in, tile, D) {}
   void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, ttt_state<A>& st, index_t b,
            index_t t0, index_t n, index_t hq, index_t hv, A scale) {
-    for (index_t t = 0; t < n; t += tile_) dual_.run(in, out, st, b, t0 + t, std::min(tile_, n - t), hq, hv, scale);
+    for_each_span(n, tile_, [&](index_t t, index_t m) { dual_.run(in, out, st, b, t0 + t, m, hq, hv, scale); });
   }
 
  private:
