@@ -12,28 +12,25 @@
 #include "../../core/dispatch.hpp"
 #include "../../core/options.hpp"
 #include "../runtime/schedulers.hpp"
+#include "../runtime/token_forms.hpp"
 #include "workers.hpp"
 
 namespace linattn::detail {
 
-template <cpu::linear_family Family>
-struct algorithm<Family, form::recurrent> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, opt.initial_state, opt.final_state, p,
-                                                            cpu::checkpoint_writer<state_t<T>>(opt, p));
+/// The token worker over every sequence, with the call's checkpoints.
+struct linear_tokens {
+  template <class Rule, class T, class S0, class S1, class A>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, const S0& s_in,
+                  const S1& s_out, const options<A>& opt, const problem& p) {
+    cpu::run_tokens<cpu::token_worker<Rule, T, A>>(in, out, s_in, s_out, p, cpu::checkpoint_writer<A>(opt, p));
   }
 };
 
 template <cpu::linear_family Family>
-struct algorithm<Family, form::decode> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_tokens<cpu::token_worker<Rule, T, state_t<T>>>(in, out, state, state, p, cpu::checkpoint_writer<state_t<T>>(opt, p));
-  }
-};
+struct algorithm<Family, form::recurrent> : cpu::token_forms<linear_tokens> {};
+
+template <cpu::linear_family Family>
+struct algorithm<Family, form::decode> : cpu::token_forms<linear_tokens> {};
 
 template <cpu::linear_family Family>
 struct algorithm<Family, form::chunkwise> {

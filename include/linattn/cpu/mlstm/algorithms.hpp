@@ -13,16 +13,16 @@
 #include "../../core/family.hpp"
 #include "../../core/options.hpp"
 #include "../runtime/task_runner.hpp"
-#include "../runtime/token_state_forms.hpp"
+#include "../runtime/token_forms.hpp"
 #include "worker.hpp"
 
 namespace linattn::detail {
 
 template <>
-struct algorithm<mlstm_family, form::recurrent> : cpu::token_state_forms<cpu::mlstm_worker> {};
+struct algorithm<mlstm_family, form::recurrent> : cpu::token_forms<cpu::worker_tokens<cpu::mlstm_worker>> {};
 
 template <>
-struct algorithm<mlstm_family, form::decode> : cpu::token_state_forms<cpu::mlstm_worker> {};
+struct algorithm<mlstm_family, form::decode> : cpu::token_forms<cpu::worker_tokens<cpu::mlstm_worker>> {};
 
 template <>
 struct algorithm<mlstm_family, form::chunkwise> {

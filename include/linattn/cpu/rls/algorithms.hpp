@@ -10,15 +10,15 @@
 #include "../../core/dispatch.hpp"
 #include "worker.hpp"
 #include "../runtime/task_runner.hpp"
-#include "../runtime/token_state_forms.hpp"
+#include "../runtime/token_forms.hpp"
 
 namespace linattn::detail {
 
 template <>
-struct algorithm<rls_family, form::recurrent> : cpu::token_state_forms<cpu::rls_worker> {};
+struct algorithm<rls_family, form::recurrent> : cpu::token_forms<cpu::worker_tokens<cpu::rls_worker>> {};
 
 template <>
-struct algorithm<rls_family, form::decode> : cpu::token_state_forms<cpu::rls_worker> {};
+struct algorithm<rls_family, form::decode> : cpu::token_forms<cpu::worker_tokens<cpu::rls_worker>> {};
 
 template <>
 struct algorithm<rls_family, form::chunkwise> {

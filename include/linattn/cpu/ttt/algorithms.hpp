@@ -17,6 +17,7 @@
 #include "../../core/options.hpp"
 #include "../../core/dispatch.hpp"
 #include "../runtime/task_runner.hpp"
+#include "../runtime/token_forms.hpp"
 #include "dual.hpp"
 #include "primal.hpp"
 #include "state.hpp"
@@ -130,26 +131,21 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
 
 namespace linattn::detail {
 
-template <>
-struct algorithm<ttt_family, form::recurrent> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    using A = state_t<T>;
-    cpu::run_ttt<Rule, T, A>(in, out, opt.initial_state, opt.final_state, p,
-                             [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
+/// The primal form over every sequence (recurrent_forward, and decode_step with the cache of
+/// docs/math.md#ttt-decode).
+struct ttt_primal_tokens {
+  template <class Rule, class T, class S0, class S1, class A>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, const S0& w_in,
+                  const S1& w_out, const options<A>&, const problem& p) {
+    cpu::run_ttt<Rule, T, A>(in, out, w_in, w_out, p, [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
   }
 };
 
 template <>
-struct algorithm<ttt_family, form::decode> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>&, const problem& p) {
-    using A = state_t<T>;
-    cpu::run_ttt<Rule, T, A>(in, out, state, state, p, [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
-  }
-};
+struct algorithm<ttt_family, form::recurrent> : cpu::token_forms<ttt_primal_tokens> {};
+
+template <>
+struct algorithm<ttt_family, form::decode> : cpu::token_forms<ttt_primal_tokens> {};
 
 template <>
 struct algorithm<ttt_family, form::chunkwise> {
