@@ -40,11 +40,11 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
                    [&](index_t hv, index_t j) { return in.v(b, t, hv, j); });
     cpu::for_each_head(
         p, [&] { return std::tuple<cpu::row_vec<A>, cpu::col_vec<A>, cpu::row_vec<A>>(p.K, 0, p.V); },
-        [&](auto& w, index_t b, index_t hv) {
+        [&](auto& w, const cpu::head_task& h) {
           auto& [q, s, o] = w;
-          cpu::load_rows(in.q, b, t, p.qk_head(hv), 1, q, static_cast<A>(p.scale));
-          cpu::softmax_read(cache.keys(b, p.qk_head(hv)), cache.values(b, hv), cache.length(b), p.K, p.V, q, s, o);
-          cpu::store_rows(out, b, t, hv, 1, o);
+          cpu::load_rows(in.q, h.b, t, h.hq, 1, q, static_cast<A>(p.scale));
+          cpu::softmax_read(cache.keys(h.b, h.hq), cache.values(h.b, h.hv), cache.length(h.b), p.K, p.V, q, s, o);
+          cpu::store_rows(out, h.b, t, h.hv, 1, o);
         });
   }
 }

@@ -10,10 +10,12 @@
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
+#include "input_beta.hpp"
 
 namespace linattn {
 
-struct Delta {
+/// beta, beta_derivatives, beta_gradient: the step is the input beta (input_beta.hpp).
+struct Delta : input_beta {
   static constexpr const char* name = "Delta";
   using family = householder_family;
   static constexpr decay_kind decay = decay_kind::none;
@@ -31,11 +33,6 @@ struct Delta {
     c.per_token("beta", in.beta, value_range::nonnegative);
   }
 
-  /// Step size of token t (the key's squared norm is unused here).
-  template <class T, class A>
-  LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A /*key_sqnorm*/) {
-    return static_cast<A>(in.beta(b, t, hv));
-  }
   /// Gradients (backward forms): outputs of the shapes of q, k, v and beta.
   template <class T>
   struct gradients {
@@ -47,16 +44,6 @@ struct Delta {
   template <class T, class Check>
   static void check_gradients(const gradients<T>& g, Check& c) {
     c.per_token("dbeta", g.dbeta);
-  }
-  /// d beta / d beta = 1; beta does not depend on the key.
-  template <class T, class A>
-  LINATTN_HOST_DEVICE static beta_partials<A> beta_derivatives(const inputs<T>&, index_t, index_t, index_t, A) {
-    return {A(1), A(0)};
-  }
-  /// Where dL/d beta goes.
-  template <class T>
-  static tensor_view<T, 3> beta_gradient(const gradients<T>& g) {
-    return g.dbeta;
   }
 };
 

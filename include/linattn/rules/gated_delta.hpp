@@ -7,10 +7,12 @@
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
+#include "input_beta.hpp"
 
 namespace linattn {
 
-struct GatedDelta {
+/// beta, beta_derivatives, beta_gradient: the step is the input beta (input_beta.hpp).
+struct GatedDelta : input_beta {
   static constexpr const char* name = "GatedDelta";
   using family = householder_family;
   static constexpr decay_kind decay = decay_kind::scalar;
@@ -35,10 +37,6 @@ struct GatedDelta {
     return in.g(b, t, hv);
   }
 
-  template <class T, class A>
-  LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A /*key_sqnorm*/) {
-    return static_cast<A>(in.beta(b, t, hv));
-  }
   /// Gradients (backward forms): outputs of the shapes of q, k, v, g and beta.
   template <class T>
   struct gradients {
@@ -52,16 +50,6 @@ struct GatedDelta {
   static void check_gradients(const gradients<T>& g, Check& c) {
     c.per_token("dg", g.dg);
     c.per_token("dbeta", g.dbeta);
-  }
-  /// d beta / d beta = 1; beta does not depend on the key.
-  template <class T, class A>
-  LINATTN_HOST_DEVICE static beta_partials<A> beta_derivatives(const inputs<T>&, index_t, index_t, index_t, A) {
-    return {A(1), A(0)};
-  }
-  /// Where dL/d beta goes.
-  template <class T>
-  static tensor_view<T, 3> beta_gradient(const gradients<T>& g) {
-    return g.dbeta;
   }
 };
 

@@ -7,10 +7,12 @@
 
 #include "../core/family.hpp"
 #include "../core/tensor_view.hpp"
+#include "input_beta.hpp"
 
 namespace linattn {
 
-struct KDA {
+/// beta: the step is the input beta (input_beta.hpp).
+struct KDA : input_beta {
   static constexpr const char* name = "KDA";
   using family = householder_family;
   static constexpr decay_kind decay = decay_kind::vector;
@@ -34,11 +36,6 @@ struct KDA {
   template <class T>
   LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
     return in.g(b, t, hv, d);
-  }
-
-  template <class T, class A>
-  LINATTN_HOST_DEVICE static A beta(const inputs<T>& in, index_t b, index_t t, index_t hv, A /*key_sqnorm*/) {
-    return static_cast<A>(in.beta(b, t, hv));
   }
 };
 

@@ -33,8 +33,10 @@ template <class Rule, class T, class A>
 class mlstm_worker {
  public:
   using inputs_t = typename Rule::template inputs<T>;
+  using state_scalar = A;
 
-  mlstm_worker(index_t capacity, index_t K, index_t V)
+  /// Workspace for spans of up to `capacity` tokens (the inputs are read by the calls).
+  mlstm_worker(const inputs_t&, index_t capacity, index_t K, index_t V)
       : Z_(K, V + 1), Q_(capacity, K), Kx_(K, capacity), K_(capacity, K), Vx_(capacity, V + 1), P_(capacity, capacity),
         O_(capacity, V + 1), q_(K), k_(K), o_(V + 1), h_(V), ew_(capacity), a_(std::size_t(capacity)),
         M_(std::size_t(capacity)), m_lo_(std::size_t(capacity)) {}

@@ -30,21 +30,23 @@ template <class Rule, class T, class A>
 class rls_worker {
  public:
   using inputs_t = typename Rule::template inputs<T>;
+  using state_scalar = A;
 
-  rls_worker(index_t capacity, index_t K, index_t V)
-      : H_(K, V), P_(K, K), G_(K, K), C_(K, V), Q_(capacity, K), K_(capacity, K), V_(capacity, V),
+  /// Workspace for chunks of up to `capacity` tokens; P starts at I / in.delta without a state.
+  rls_worker(const inputs_t& in, index_t capacity, index_t K, index_t V)
+      : delta_(in.delta), H_(K, V), P_(K, K), G_(K, K), C_(K, V), Q_(capacity, K), K_(capacity, K), V_(capacity, V),
         KP_(capacity, K), M_(capacity, capacity), Y_(capacity, capacity), O_(capacity, V), b_(capacity), w_(K),
         pk_(K), q_(K), k_(K), e_(V), o_(V), llt_(mat<A>::Identity(1, 1)) {}
 
   /// Loads (H, P) of sequence (or pool slot) `seq`, value head `hv` from a `[N, HV, K, V + K]`
   /// state, or H = 0, P = I / delta when the view is not given or seq < 0 (no pool slot).
   template <class S>
-  void load(const tensor_view<S, 4>& state, index_t seq, index_t hv, double delta) {
+  void load(const tensor_view<S, 4>& state, index_t seq, index_t hv) {
     const index_t K = H_.rows(), V = H_.cols();
     if (!state.given() || seq < 0) {
       H_.setZero();
       P_.setIdentity();
-      P_ /= static_cast<A>(delta);
+      P_ /= static_cast<A>(delta_);
       return;
     }
     for (index_t i = 0; i < K; ++i) {
@@ -157,6 +159,7 @@ class rls_worker {
       for (index_t j = i + 1; j < K; ++j) X(i, j) = X(j, i) = (X(i, j) + X(j, i)) / A(2);
   }
 
+  double delta_;                // ridge of the initial P (inputs::delta)
   mat<A> H_, P_, G_, C_;        // [K, V], [K, K], [K, K], [K, V]
   mat<A> Q_, K_, V_, KP_;       // [cap, K], [cap, K], [cap, V], [cap, K]
   mat<A> M_, Y_, O_;            // [cap, cap], [cap, cap], [cap, V]

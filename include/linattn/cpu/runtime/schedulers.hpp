@@ -34,6 +34,31 @@ inline constexpr index_t lockstep_heads = 16;
 /// core (the measurement: bench/README.md, "Design notes moved from the headers").
 inline constexpr index_t window_tokens = 256;
 
+/// H[j] <- the state of task first + j (sequence / HV, value head % HV) from its slot of `s`,
+/// j in [0, count); store_states writes them back.
+template <class S, class A>
+void load_states(const S& s, const detail::problem& p, index_t first, index_t count, mat<A>* H) {
+  for (index_t j = 0; j < count; ++j) load_state(s, p.slot((first + j) / p.HV), (first + j) % p.HV, H[j]);
+}
+template <class S, class A>
+void store_states(const S& s, const detail::problem& p, index_t first, index_t count, const mat<A>* H) {
+  for (index_t j = 0; j < count; ++j) store_state(s, p.slot((first + j) / p.HV), (first + j) % p.HV, H[j]);
+}
+
+/// Block [t, t + span) of task i, when its sequence reaches t: the block's outputs from the
+/// state H ([K, V]) at its start, H advanced past it, and the checkpoint after it.
+template <class Worker, class Inputs, class T, class A>
+void run_block(Worker& s, const Inputs& in, const tensor_view<T, 4>& out, const detail::problem& p,
+               const checkpoint_writer<A>& cp, index_t i, index_t t, index_t span, mat<A>& H) {
+  const index_t seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
+  if (t >= len) return;
+  const index_t b = p.batch(seq), t0 = p.start(seq) + t, n = std::min(span, len - t);
+  s.load(in, b, t0, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
+  s.emit(H, out, b, t0, hv);
+  s.advance(H);
+  if (cp.active()) cp.after(seq, hv, t + n, len, H);
+}
+
 /// run_blocks on several threads. A fixed split (one group of tasks per thread for the whole
 /// call) makes the call as slow as its slowest thread: another process on one of the cores
 /// held up the end of the call.
@@ -73,20 +98,10 @@ void run_blocks_windowed(const Inputs& in, const Out& out, const options<A>& opt
     turn.wait();
     worker& s = workers[static_cast<std::size_t>(slot)];
     const index_t first = g * group, count = std::min(group, tasks - first);
-    if (w == 0)
-      for (index_t i = first; i < first + count; ++i) load_state(opt.initial_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
+    if (w == 0) load_states(opt.initial_state, p, first, count, &H[std::size_t(first)]);
     for (index_t t = w0; t < std::min(w0 + window, longest); t += span)
-      for (index_t i = first; i < first + count; ++i) {
-        const index_t seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
-        if (t >= len) continue;
-        const index_t b = p.batch(seq), t0 = p.start(seq) + t, n = std::min(span, len - t);
-        s.load(in, b, t0, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
-        s.emit(H[std::size_t(i)], out, b, t0, hv);
-        s.advance(H[std::size_t(i)]);
-        if (cp.active()) cp.after(seq, hv, t + n, len, H[std::size_t(i)]);
-      }
-    if (w + 1 == windows)
-      for (index_t i = first; i < first + count; ++i) store_state(opt.final_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
+      for (index_t i = first; i < first + count; ++i) run_block(s, in, out, p, cp, i, t, span, H[std::size_t(i)]);
+    if (w + 1 == windows) store_states(opt.final_state, p, first, count, &H[std::size_t(first)]);
   });
 }
 
@@ -108,24 +123,12 @@ void run_blocks(const Inputs& in, const Out& out, const options<A>& opt, const d
       },
       [&](auto& w, index_t first, index_t count) {
         auto& [s, H] = w;  // H[j]: [K, V] state of task first + j
+        load_states(opt.initial_state, p, first, count, H.data());
         index_t longest = 0;
-        for (index_t j = 0; j < count; ++j) {
-          const index_t seq = (first + j) / p.HV, hv = (first + j) % p.HV;
-          load_state(opt.initial_state, p.slot(seq), hv, H[std::size_t(j)]);
-          longest = std::max(longest, p.length(seq));
-        }
+        for (index_t j = 0; j < count; ++j) longest = std::max(longest, p.length((first + j) / p.HV));
         for (index_t t = 0; t < longest; t += span)
-          for (index_t j = 0; j < count; ++j) {
-            const index_t seq = (first + j) / p.HV, hv = (first + j) % p.HV, len = p.length(seq);
-            if (t >= len) continue;
-            const index_t b = p.batch(seq), t0 = p.start(seq) + t, n = std::min(span, len - t);
-            s.load(in, b, t0, n, p.qk_head(hv), hv, static_cast<A>(p.scale));
-            s.emit(H[std::size_t(j)], out, b, t0, hv);
-            s.advance(H[std::size_t(j)]);
-            if (cp.active()) cp.after(seq, hv, t + n, len, H[std::size_t(j)]);
-          }
-        for (index_t j = 0; j < count; ++j)
-          store_state(opt.final_state, p.slot((first + j) / p.HV), (first + j) % p.HV, H[std::size_t(j)]);
+          for (index_t j = 0; j < count; ++j) run_block(s, in, out, p, cp, first + j, t, span, H[std::size_t(j)]);
+        store_states(opt.final_state, p, first, count, H.data());
       });
 }
 
@@ -155,7 +158,7 @@ void run_chunks_across_threads(const Inputs& in, const Out& out, const options<A
   w.reserve(static_cast<std::size_t>(slots * window_chunks));
   for (index_t j = 0; j < slots * window_chunks; ++j) w.emplace_back(C, p.K, p.V);
   std::vector<mat<A>> H(static_cast<std::size_t>(tasks), mat<A>(p.K, p.V));  // [K, V] per task
-  for (index_t i = 0; i < tasks; ++i) load_state(opt.initial_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
+  load_states(opt.initial_state, p, 0, tasks, H.data());
   std::vector<std::atomic<index_t>> done(static_cast<std::size_t>(tasks));  // windows finished per task
   const checkpoint_writer<A> cp(opt, p);
   detail::parallel_for(units, slots, [&](index_t u, int slot) {
@@ -175,7 +178,7 @@ void run_chunks_across_threads(const Inputs& in, const Out& out, const options<A
       if (cp.active()) cp.after(seq, hv, std::min(t0 + (c + 1) * C, len), len, H[std::size_t(i)]);
     }
   });
-  for (index_t i = 0; i < tasks; ++i) store_state(opt.final_state, p.slot(i / p.HV), i % p.HV, H[std::size_t(i)]);
+  store_states(opt.final_state, p, 0, tasks, H.data());
 }
 
 /// Token recurrence for every sequence; the state comes from s_in and goes to s_out (slot
@@ -187,9 +190,8 @@ void run_tokens(const Inputs& in, const Out& out, const S0& s_in, const S1& s_ou
   using A = typename Worker::state_scalar;
   for_each_head(
       p, [&] { return worker(p.K, p.V); },
-      [&](auto& w, index_t seq, index_t hv) {
-        w.run(in, out, s_in, s_out, p.slot(seq), seq, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv,
-              static_cast<A>(p.scale), cp);
+      [&](auto& w, const head_task& t) {
+        w.run(in, out, s_in, s_out, t.slot, t.seq, t.b, t.t0, t.n, t.hq, t.hv, static_cast<A>(p.scale), cp);
       });
 }
 

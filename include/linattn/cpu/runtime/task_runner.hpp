@@ -15,9 +15,6 @@
 
 namespace linattn::cpu {
 
-/// Builds one worker per slot with make(), then calls task(worker, seq, hv) for every
-/// sequence and value head. Each task writes only its own outputs and state slice, so the
-/// result does not depend on the number of threads.
 /// Like for_each_head, for groups of up to `group` consecutive tasks (task i = sequence
 /// i / HV, value head i % HV): calls task(worker, first, count) once per group.
 template <class Make, class Task>
@@ -56,10 +53,44 @@ class chain_turn {
   index_t w_;
 };
 
+/// Task i of a validated call: value head hv = i % HV of sequence seq = i / HV, which lives in
+/// batch row b, tokens [t0, t0 + n), reads q/k head hq and keeps its state in `slot`
+/// (problem::slot: the sequence itself, its pool slot, or negative for none).
+struct head_task {
+  index_t seq, hv, slot, b, t0, n, hq;
+  head_task(const detail::problem& p, index_t i)
+      : seq(i / p.HV), hv(i % p.HV), slot(p.slot(seq)), b(p.batch(seq)), t0(p.start(seq)), n(p.length(seq)),
+        hq(p.qk_head(hv)) {}
+};
+
+/// Builds one worker per slot with make(), then calls task(worker, head_task) for every
+/// sequence and value head. Each task writes only its own outputs and state slice, so the
+/// result does not depend on the number of threads.
 template <class Make, class Task>
 void for_each_head(const detail::problem& p, Make&& make, Task&& task) {
-  for_each_group(p, 1, make, [&](auto& worker, index_t i, index_t) { task(worker, i / p.HV, i % p.HV); });
+  for_each_group(p, 1, make, [&](auto& worker, index_t i, index_t) { task(worker, head_task(p, i)); });
 }
 
+/// for_each_head for a worker that carries one task's state between its calls (RLS, mLSTM),
+/// built as Worker(in, capacity, K, V): per task w.load(s_in, slot, hv), then
+/// body(w, b, t0, n, hq, hv, scale) over the task's tokens, then w.store(s_out, slot, hv).
+template <class Worker, class S0, class S1, class Body>
+void run_head_states(const typename Worker::inputs_t& in, const S0& s_in, const S1& s_out, const detail::problem& p,
+                     index_t capacity, Body&& body) {
+  using A = typename Worker::state_scalar;
+  for_each_head(
+      p, [&] { return Worker(in, capacity, p.K, p.V); },
+      [&](Worker& w, const head_task& t) {
+        w.load(s_in, t.slot, t.hv);
+        body(w, t.b, t.t0, t.n, t.hq, t.hv, static_cast<A>(p.scale));
+        w.store(s_out, t.slot, t.hv);
+      });
+}
+
+/// Calls f(t, m) for the spans [t, t + m) of at most `span` tokens that cover [0, n), in order.
+template <class F>
+void for_each_span(index_t n, index_t span, F&& f) {
+  for (index_t t = 0; t < n; t += span) f(t, std::min(span, n - t));
+}
 
 }  // namespace linattn::cpu

@@ -23,32 +23,29 @@ void softmax_each_head(const typename Rule::template inputs<T>& in, const proble
   const index_t cap = std::max<index_t>(1, p.max_length());
   cpu::for_each_head(
       p, [&] { return cpu::softmax_worker<T, A>(cap, p.K, p.V, tile); },
-      [&](auto& w, index_t seq, index_t hv) {
-        const index_t b = p.batch(seq), t0 = p.start(seq);
-        w.load(in.q, in.k, in.v, b, t0, p.length(seq), p.qk_head(hv), hv, static_cast<A>(p.scale));
-        body(w, b, t0, hv, p);
+      [&](auto& w, const cpu::head_task& t) {
+        w.load(in.q, in.k, in.v, t.b, t.t0, t.n, t.hq, t.hv, static_cast<A>(p.scale));
+        body(w, t.b, t.t0, t.hv, p);
       });
 }
 
-template <>
-struct algorithm<softmax_family, form::parallel> {
+/// Direct softmax over query tiles of `Tile` rows.
+template <index_t Tile>
+struct softmax_direct {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>&, const problem& p) {
-    softmax_each_head<Rule, T>(in, p, 64,
-                               [&](auto& w, index_t b, index_t t0, index_t hv, const problem&) { w.direct(out, b, t0, hv, 64); });
+    softmax_each_head<Rule, T>(in, p, Tile,
+                               [&](auto& w, index_t b, index_t t0, index_t hv, const problem&) { w.direct(out, b, t0, hv, Tile); });
   }
 };
 
 template <>
-struct algorithm<softmax_family, form::recurrent> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>&, const problem& p) {
-    softmax_each_head<Rule, T>(in, p, 1,
-                               [&](auto& w, index_t b, index_t t0, index_t hv, const problem&) { w.direct(out, b, t0, hv, 1); });
-  }
-};
+struct algorithm<softmax_family, form::parallel> : softmax_direct<64> {};
+
+/// One query row at a time.
+template <>
+struct algorithm<softmax_family, form::recurrent> : softmax_direct<1> {};
 
 template <>
 struct algorithm<softmax_family, form::chunkwise> {
@@ -80,9 +77,8 @@ struct algorithm<local_linear_family, form::parallel> {
     const index_t cap = std::max<index_t>(1, p.max_length());
     cpu::for_each_head(
         p, [&] { return cpu::local_linear_worker<T, A>(cap, p.K, p.V); },
-        [&](auto& w, index_t seq, index_t hv) {
-          w.run(in.q, in.k, in.v, out, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv,
-                static_cast<A>(p.scale), static_cast<A>(in.ridge));
+        [&](auto& w, const cpu::head_task& t) {
+          w.run(in.q, in.k, in.v, out, t.b, t.t0, t.n, t.hq, t.hv, static_cast<A>(p.scale), static_cast<A>(in.ridge));
         });
   }
 };

@@ -17,6 +17,7 @@
 #include "../../core/options.hpp"
 #include "../../core/dispatch.hpp"
 #include "../runtime/task_runner.hpp"
+#include "../runtime/token_forms.hpp"
 #include "dual.hpp"
 #include "primal.hpp"
 #include "state.hpp"
@@ -30,12 +31,11 @@ void run_ttt(const typename Rule::template inputs<T>& in, const tensor_view<T, 4
              const WOut& w_out, const detail::problem& p, Make&& make_kernel) {
   for_each_head(
       p, [&] { return std::pair(make_kernel(), ttt_state<A>(p.K)); },
-      [&](auto& w, index_t seq, index_t hv) {
+      [&](auto& w, const head_task& t) {
         auto& [kernel, st] = w;
-        st.load(in, w_in, seq, hv);
-        kernel.run(in, out, st, p.batch(seq), p.start(seq), p.length(seq), p.qk_head(hv), hv,
-                   static_cast<A>(p.scale));
-        st.store(in, w_out, seq, hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
+        st.load(in, w_in, t.seq, t.hv);
+        kernel.run(in, out, st, t.b, t.t0, t.n, t.hq, t.hv, static_cast<A>(p.scale));
+        st.store(in, w_out, t.seq, t.hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
       });
 }
 
@@ -47,7 +47,7 @@ class ttt_tiles {
   ttt_tiles(const typename Rule::template inputs<T>& in, index_t tile, index_t D) : tile_(tile), dual_(in, tile, D) {}
   void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, ttt_state<A>& st, index_t b,
            index_t t0, index_t n, index_t hq, index_t hv, A scale) {
-    for (index_t t = 0; t < n; t += tile_) dual_.run(in, out, st, b, t0 + t, std::min(tile_, n - t), hq, hv, scale);
+    for_each_span(n, tile_, [&](index_t t, index_t m) { dual_.run(in, out, st, b, t0 + t, m, hq, hv, scale); });
   }
 
  private:
@@ -131,26 +131,21 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
 
 namespace linattn::detail {
 
-template <>
-struct algorithm<ttt_family, form::recurrent> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    using A = state_t<T>;
-    cpu::run_ttt<Rule, T, A>(in, out, opt.initial_state, opt.final_state, p,
-                             [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
+/// The primal form over every sequence (recurrent_forward, and decode_step with the cache of
+/// docs/math.md#ttt-decode).
+struct ttt_primal_tokens {
+  template <class Rule, class T, class S0, class S1, class A>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, const S0& w_in,
+                  const S1& w_out, const options<A>&, const problem& p) {
+    cpu::run_ttt<Rule, T, A>(in, out, w_in, w_out, p, [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
   }
 };
 
 template <>
-struct algorithm<ttt_family, form::decode> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>&, const problem& p) {
-    using A = state_t<T>;
-    cpu::run_ttt<Rule, T, A>(in, out, state, state, p, [&] { return cpu::ttt_primal<Rule, T, A>(p.K); });
-  }
-};
+struct algorithm<ttt_family, form::recurrent> : cpu::token_forms<ttt_primal_tokens> {};
+
+template <>
+struct algorithm<ttt_family, form::decode> : cpu::token_forms<ttt_primal_tokens> {};
 
 template <>
 struct algorithm<ttt_family, form::chunkwise> {

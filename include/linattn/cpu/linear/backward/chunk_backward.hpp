@@ -49,6 +49,7 @@
 #include "../../linalg/transpose.hpp"
 #include "../../linalg/unit_lower_solve.hpp"
 #include "../safe_coefficients.hpp"
+#include "chunk_passes.hpp"
 #include "gradient_io.hpp"
 #include "products.hpp"
 
@@ -74,36 +75,26 @@ class chunk_backward_worker {
   template <class Grads>
   void run(const inputs_t& in, const tensor_view<const T, 4>& dout, const Grads& gr, const backward_options<A>& opt,
            const detail::problem& p, index_t seq, index_t hq, index_t hv, bool add) {
-    const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq), C = C_;
-    const index_t chunks = (len + C - 1) / C;
+    const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq);
     const A scale = static_cast<A>(p.scale);
-    reserve(chunks, len);
-    // Pass 1: the state at the start of every chunk (and the Householder rules' U, X, M, G).
-    load_state(opt.initial_state, seq, hv, H_);
-    for (index_t c = 0; c < chunks; ++c) {
-      const index_t c0 = c * C, n = std::min(C, len - c0);
-      stream_block(starts_[std::size_t(c)], H_);
-      load(in, dout, b, t0 + c0, n, hq, hv, scale, false);
-      if constexpr (corrects) corrections(H_, c0, n);
-      advance(H_, n);
-    }
-    stream_fence();
-    // Pass 2: the chunks in reverse.
-    load_state(opt.grad_final_state, seq, hv, dH_);
-    for (index_t c = chunks - 1; c >= 0; --c) {
-      const index_t c0 = c * C, n = std::min(C, len - c0);
-      load(in, dout, b, t0 + c0, n, hq, hv, scale, true);
-      backward(starts_[std::size_t(c)], c0, n);
-      store(in, gr, b, t0 + c0, n, hq, hv, scale, add);
-    }
-    store_state(opt.grad_initial_state, seq, hv, dH_);
-    stream_fence();
+    reserve(len);
+    chunk_passes<true>(
+        opt, seq, hv, len, C_, starts_, H_, dH_,
+        [&](mat<A>& H, index_t c0, index_t n) {  // pass 1 (and the Householder rules' U, X, M, G)
+          load(in, dout, b, t0 + c0, n, hq, hv, scale, false);
+          if constexpr (corrects) corrections(H, c0, n);
+          advance(H, n);
+        },
+        [&](const mat<A>& H0, index_t c0, index_t n) {  // pass 2
+          load(in, dout, b, t0 + c0, n, hq, hv, scale, true);
+          backward(H0, c0, n);
+          store(in, gr, b, t0 + c0, n, hq, hv, scale, add);
+        });
   }
 
  private:
-  void reserve(index_t chunks, index_t len) {
-    if (starts_.size() < static_cast<std::size_t>(chunks))
-      starts_.resize(static_cast<std::size_t>(chunks), mat<A>(H_.rows(), H_.cols()));
+  /// The Householder rules' kept intermediates for a sequence of `len` tokens.
+  void reserve(index_t len) {
     if constexpr (corrects)
       if (Us_.rows() < len) {
         const index_t rows = std::max(len, Us_.rows() * 2);

@@ -31,6 +31,7 @@
 #include "../../../core/tensor_view.hpp"
 #include "../../io/token_io.hpp"
 #include "../../linalg/eigen_types.hpp"
+#include "chunk_passes.hpp"
 #include "gradient_io.hpp"
 
 namespace linattn::cpu {
@@ -50,32 +51,22 @@ class token_backward_worker {
   template <class Grads>
   void run(const inputs_t& in, const tensor_view<const T, 4>& dout, const Grads& gr, const backward_options<A>& opt,
            const detail::problem& p, index_t seq, index_t hq, index_t hv, bool add) {
-    const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq), C = chunk_;
-    const index_t chunks = (len + C - 1) / C;
+    const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq);
     const A scale = static_cast<A>(p.scale);
-    if (checkpoints_.size() < static_cast<std::size_t>(chunks))
-      checkpoints_.resize(static_cast<std::size_t>(chunks), mat<A>(dH_.rows(), dH_.cols()));
-    // Pass 1: the state at the start of every chunk.
-    mat<A>& H = states_[0];
-    load_state(opt.initial_state, seq, hv, H);
-    for (index_t c = 0; c < chunks; ++c) {
-      checkpoints_[std::size_t(c)] = H;
-      for (index_t t = c * C; t < std::min(len, (c + 1) * C); ++t) step(in, b, t0 + t, hq, hv, H);
-    }
-    // Pass 2: chunks in reverse; each recomputed from its checkpoint, then walked backwards.
-    load_state(opt.grad_final_state, seq, hv, dH_);
-    for (index_t c = chunks - 1; c >= 0; --c) {
-      const index_t c0 = c * C, n = std::min(C, len - c0);
-      states_[0] = checkpoints_[std::size_t(c)];
-      for (index_t j = 0; j < n; ++j) {
-        states_[std::size_t(j + 1)] = states_[std::size_t(j)];
-        step(in, b, t0 + c0 + j, hq, hv, states_[std::size_t(j + 1)]);
-      }
-      for (index_t j = n - 1; j >= 0; --j)
-        back(in, dout, gr, b, t0 + c0 + j, hq, hv, scale, add, states_[std::size_t(j)], states_[std::size_t(j + 1)]);
-    }
-    store_state(opt.grad_initial_state, seq, hv, dH_);
-    stream_fence();  // the gradient rows' non-temporal stores (gradient_io.hpp)
+    chunk_passes<false>(
+        opt, seq, hv, len, chunk_, checkpoints_, states_[0], dH_,
+        [&](mat<A>& H, index_t c0, index_t n) {
+          for (index_t j = 0; j < n; ++j) step(in, b, t0 + c0 + j, hq, hv, H);
+        },
+        [&](const mat<A>& H0, index_t c0, index_t n) {  // recomputed from its checkpoint, walked backwards
+          states_[0] = H0;
+          for (index_t j = 0; j < n; ++j) {
+            states_[std::size_t(j + 1)] = states_[std::size_t(j)];
+            step(in, b, t0 + c0 + j, hq, hv, states_[std::size_t(j + 1)]);
+          }
+          for (index_t j = n - 1; j >= 0; --j)
+            back(in, dout, gr, b, t0 + c0 + j, hq, hv, scale, add, states_[std::size_t(j)], states_[std::size_t(j + 1)]);
+        });
   }
 
  private:

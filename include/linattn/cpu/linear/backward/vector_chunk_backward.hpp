@@ -30,6 +30,7 @@
 #include "../../io/token_io.hpp"
 #include "../../linalg/eigen_types.hpp"
 #include "../safe_coefficients.hpp"
+#include "chunk_passes.hpp"
 #include "gradient_io.hpp"
 
 namespace linattn::cpu {
@@ -50,32 +51,25 @@ class vector_chunk_backward_worker {
   template <class Grads>
   void run(const inputs_t& in, const tensor_view<const T, 4>& dout, const Grads& gr, const backward_options<A>& opt,
            const detail::problem& p, index_t seq, index_t hq, index_t hv, bool add) {
-    const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq), C = C_;
-    const index_t chunks = (len + C - 1) / C;
+    const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq);
     const A scale = static_cast<A>(p.scale);
-    if (starts_.size() < static_cast<std::size_t>(chunks))
-      starts_.resize(static_cast<std::size_t>(chunks), mat<A>(H_.rows(), H_.cols()));
-    load_state(opt.initial_state, seq, hv, H_);
-    for (index_t c = 0; c < chunks; ++c) {
-      const index_t n = std::min(C, len - c * C);
-      starts_[std::size_t(c)] = H_;
-      load(in, dout, b, t0 + c * C, n, hq, hv, scale, false);
-      // H <- diag(exp(b_n)) H + (K ⊙ exp(b_n - b))^T V
-      H_ = ex(bn_).asDiagonal() * H_;
-      H_.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
-    }
-    load_state(opt.grad_final_state, seq, hv, dH_);
-    for (index_t c = chunks - 1; c >= 0; --c) {
-      const index_t n = std::min(C, len - c * C), c0 = t0 + c * C;
-      load(in, dout, b, c0, n, hq, hv, scale, true);
-      backward(starts_[std::size_t(c)], n);
-      store_gradient_rows(gr.dq, b, c0, hq, n, dQ_, scale, add);
-      store_gradient_rows(gr.dk, b, c0, hq, n, dK_, A(1), add);
-      store_rows(gr.dv, b, c0, hv, n, dV_);
-      store_rows(gr.dg, b, c0, hv, n, dg_);
-    }
-    store_state(opt.grad_initial_state, seq, hv, dH_);
-    stream_fence();  // the gradient rows' non-temporal stores (gradient_io.hpp)
+    chunk_passes<false>(
+        opt, seq, hv, len, C_, starts_, H_, dH_,
+        [&](mat<A>& H, index_t c0, index_t n) {
+          load(in, dout, b, t0 + c0, n, hq, hv, scale, false);
+          // H <- diag(exp(b_n)) H + (K ⊙ exp(b_n - b))^T V
+          H = ex(bn_).asDiagonal() * H;
+          H.noalias() += Kf_.topRows(n).transpose() * V_.topRows(n);
+        },
+        [&](const mat<A>& H0, index_t c0, index_t n) {
+          const index_t t = t0 + c0;
+          load(in, dout, b, t, n, hq, hv, scale, true);
+          backward(H0, n);
+          store_gradient_rows(gr.dq, b, t, hq, n, dQ_, scale, add);
+          store_gradient_rows(gr.dk, b, t, hq, n, dK_, A(1), add);
+          store_rows(gr.dv, b, t, hv, n, dV_);
+          store_rows(gr.dg, b, t, hv, n, dg_);
+        });
   }
 
  private:

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// recurrent_forward and decode_step of a family from its one token recurrence:
+/// Tokens::run<Rule>(in, out, s_in, s_out, opt, problem) runs every sequence token by token from
+/// the state view s_in to s_out, which are options::initial_state and options::final_state in
+/// recurrent_forward and decode_step's `state` (in place) in decode. A family's two cells derive
+/// from token_forms<its Tokens>.
+#pragma once
+
+#include "../../core/options.hpp"
+#include "../../core/problem.hpp"
+#include "../../core/tensor_view.hpp"
+#include "task_runner.hpp"
+
+namespace linattn::cpu {
+
+template <class Tokens>
+struct token_forms {
+  /// recurrent_forward.
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt, const detail::problem& p) {
+    Tokens::template run<Rule>(in, out, opt.initial_state, opt.final_state, opt, p);
+  }
+
+  /// decode_step.
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt, const detail::problem& p) {
+    Tokens::template run<Rule>(in, out, state, state, opt, p);
+  }
+};
+
+/// The Tokens of a family whose per-head worker carries the task's state (RLS, mLSTM):
+/// Worker<Rule, T, A>::tokens(in, out, b, t0, n, hq, hv, scale) over every sequence.
+template <template <class, class, class> class Worker>
+struct worker_tokens {
+  template <class Rule, class T, class S0, class S1, class A>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, const S0& s_in,
+                  const S1& s_out, const options<A>&, const detail::problem& p) {
+    run_head_states<Worker<Rule, T, A>>(in, s_in, s_out, p, 1, [&](auto& w, auto... a) { w.tokens(in, out, a...); });
+  }
+};
+
+}  // namespace linattn::cpu
