@@ -47,8 +47,8 @@ void store_states(const S& s, const detail::problem& p, index_t first, index_t c
 
 /// Block [t, t + span) of task i, when its sequence reaches t: the block's outputs from the
 /// state H ([K, V]) at its start, H advanced past it, and the checkpoint after it.
-template <class Worker, class Inputs, class T, class A>
-void run_block(Worker& s, const Inputs& in, const tensor_view<T, 4>& out, const detail::problem& p,
+template <class Worker, class Inputs, class Out, class A>
+void run_block(Worker& s, const Inputs& in, const Out& out, const detail::problem& p,
                const checkpoint_writer<A>& cp, index_t i, index_t t, index_t span, mat<A>& H) {
   const index_t seq = i / p.HV, hv = i % p.HV, len = p.length(seq);
   if (t >= len) return;
