@@ -7,7 +7,7 @@
 ///                  load(in, b, t0, n, hq, hv, scale)      the block's state-free work
 ///                  emit(H, out, b, t0, hv)                its outputs from the state H at its start
 ///                  advance(H)                             H <- the state after the block
-///   token worker   W(K, V); run(in, out, s_in, s_out, seq, b, t0, n, hq, hv, scale)
+///   token worker   W(K, V); run(in, out, s_in, s_out, slot, seq, b, t0, n, hq, hv, scale, cp)
 ///
 /// A block worker whose `load` never reads the state (`chunk_local_load`) lets the chunks of
 /// one sequence load on other threads while its state pass runs.
