@@ -23,14 +23,18 @@ using col_major = wmma::col_major;
 template <class Op>
 struct mma_traits;
 
-template <>
-struct mma_traits<float> {
+/// The TF32 fragments both fp32 precisions load their operands into.
+struct tf32_fragments {
   using operand = float;
   static constexpr int k_step = 8;
   template <class Layout>
   using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, Layout>;
   template <class Layout>
   using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, Layout>;
+};
+
+template <>
+struct mma_traits<float> : tf32_fragments {
 
   /// Splits x into hi (x rounded to TF32) and lo (the TF32 rounding of the rest).
   template <class Frag>
@@ -63,14 +67,7 @@ struct mma_traits<float> {
 struct single_tf32 {};
 
 template <>
-struct mma_traits<single_tf32> {
-  using operand = float;
-  static constexpr int k_step = 8;
-  template <class Layout>
-  using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, Layout>;
-  template <class Layout>
-  using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, Layout>;
-
+struct mma_traits<single_tf32> : tf32_fragments {
   template <class LA, class LB, class Acc>
   __device__ static void step(Acc& c, const float* a, unsigned lda, const float* b, unsigned ldb) {
     frag_a<LA> fa;
