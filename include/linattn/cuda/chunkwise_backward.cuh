@@ -8,8 +8,9 @@
 ///   3. chunk_state_grads  the gradients of the chunk-end states            sequential, in reverse
 ///      (2 and 3 side by side in one launch: chunk_state_passes)
 ///   4. chunk_gradients dq, dk, dv, dg, dbeta of every chunk                parallel over chunks
-/// Every product runs in fp32 (3xTF32 tensor-core products) whatever the input type; the
-/// gradients are written in the input type, the state gradient in fp32. No atomics: the same
+/// Every product is a tensor-core product of fp32 tiles (three TF32 products per step for float
+/// inputs, one for 16-bit inputs); the gradients are written in the input type, the state
+/// gradient in fp32. No atomics: the same
 /// call gives the same bits every time.
 #pragma once
 

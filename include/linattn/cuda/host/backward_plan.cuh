@@ -67,6 +67,7 @@ struct backward_plan {
   void bind(backward_args<Rule, E>& args, const scratch& ws, const problem& p, cudaStream_t stream) const {
     args.seqs = upload(ws, workspace.seqs, seqs, stream);
     args.chunks = upload(ws, workspace.chunks, chunks, stream);
+    args.chunk_count = int(n_chunks);
     args.states = ws.at(workspace.states);
     args.state_grads = ws.at(workspace.state_grads);
     if (workspace.w_fwd.count) {

@@ -28,6 +28,7 @@ struct backward_args : call_args<Rule, T> {
   tensor_view<float, 4> ds0;             // [N, HV, K, V]  dL/d(initial state), or not given
   const span* chunks = nullptr;          // [chunks] of backward_chunk tokens, or null: `length` tokens per batch row
   int heads_v = 0;                       // HV
+  int chunk_count = 0;                   // chunks of the call
   // workspace (host/backward_plan.cuh)
   float* states = nullptr;               // [chunks, HV, K, V]  the state at the start of every chunk (H = S^T)
   float* state_grads = nullptr;          // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
@@ -50,9 +51,16 @@ struct backward_args : call_args<Rule, T> {
     return span{int(i / unsigned(per_row)), first, min(backward_chunk, this->length - first), 0};
   }
 
+  /// `states` or `state_grads` as a view [chunks, HV, K, V] (row-major): chunk i's block of
+  /// value head hv is (i, hv, :, :).
+  __device__ tensor_view<float, 4> chunk_states(float* base, int K, int V) const {
+    return tensor_view<float, 4>(base, {index_t(chunk_count), index_t(heads_v), index_t(K), index_t(V)},
+                                 {index_t(heads_v) * K * V, index_t(K) * V, index_t(V), 1});
+  }
+
   /// The [K, V] block of chunk i, value head hv, in `states` or `state_grads` (row-major, K x V).
   __device__ float* state_at(float* base, int i, index_t hv, int K, int V) const {
-    return base + (std::size_t(i) * std::size_t(heads_v) + std::size_t(hv)) * std::size_t(K) * std::size_t(V);
+    return &chunk_states(base, K, V)(i, hv, 0, 0);
   }
 };
 

@@ -105,6 +105,26 @@ __device__ void load_tile(float* tile, int ld, const tensor_view<const T, 4>& x,
   rows.store(tile, ld, scale);
 }
 
+/// h[i][j] = x(n, hv, i, v0 + j), the [K, BV] block of a state view ([N, HV, K, V]), or 0 where
+/// x is not given; the whole block copies, the caller synchronises.
+template <int K, int BV, int ld>
+__device__ void load_state_block(float (*h)[ld], const tensor_view<const float, 4>& x, index_t n, index_t hv, index_t v0) {
+  for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
+    const int i = e / BV, j = e % BV;
+    h[i][j] = x.data() ? x(n, hv, i, v0 + j) : 0.0f;
+  }
+}
+
+/// x(n, hv, i, v0 + j) = h[i][j] for the [K, BV] block (x a state view or a workspace block
+/// viewed as one); the whole block copies.
+template <int K, int BV, int ld>
+__device__ void store_state_block(const tensor_view<float, 4>& x, const float (*h)[ld], index_t n, index_t hv, index_t v0) {
+  for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
+    const int i = e / BV, j = e % BV;
+    x(n, hv, i, v0 + j) = h[i][j];
+  }
+}
+
 /// Lane r's log gate of the chunk (floored; 0 past its n tokens and for rules without decay).
 template <class Rule, class T>
 __device__ float lane_gate(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {

@@ -43,10 +43,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   const index_t b = seq.b;
   const float scale = args.scale;
   float* stage = s.stage[0];
-  for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
-    const int i = e / BV, j = e % BV;
-    s.dh[i][j] = args.ds1.data() ? args.ds1(n_seq, hv, i, v0 + j) : 0.0f;
-  }
+  load_state_block<K, BV>(s.dh, args.ds1, n_seq, hv, v0);
   // The previous chunk's rows and gates are loaded while the current one is computed.
   chunk_rows<K, Th, T> qr, kr;
   chunk_rows<K, Th, float> wbr;
@@ -69,11 +66,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   for (int c = chunks - 1; c >= 0; --c) {
     chunk_decays(gate, s.cf);
     __syncthreads();  // dH complete (previous chunk), b visible
-    float* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V);
-    for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
-      const int i = e / BV, j = e % BV;
-      grad[index_t(i) * V + v0 + j] = s.dh[i][j];
-    }
+    store_state_block<K, BV>(args.chunk_states(args.state_grads, K, V), s.dh, seq.first_chunk + c, hv, v0);
     qr.store(s.left[0], S::ldk, [&](int r) { return s.cf.gam[r] * scale; });
     dor.store(s.right[0], S::ldb);
     if constexpr (delta) {
@@ -99,11 +92,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
         });
     __syncthreads();
   }
-  if (args.ds0.data())
-    for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
-      const int i = e / BV, j = e % BV;
-      args.ds0(n_seq, hv, i, v0 + j) = s.dh[i][j];
-    }
+  if (args.ds0.data()) store_state_block<K, BV>(args.ds0, s.dh, n_seq, hv, v0);
 }
 
 }  // namespace linattn::cuda::detail

@@ -49,10 +49,7 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
   const index_t b = seq.b;
   const int end = seq.start + seq.length;
   float* stage = s.stage[0];
-  for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
-    const int i = e / BV, j = e % BV;
-    s.h[i][j] = args.s0.data() ? args.s0(n_seq, hv, i, v0 + j) : 0.0f;
-  }
+  load_state_block<K, BV>(s.h, args.s0, n_seq, hv, v0);
   // The next chunk's rows and gates are loaded while the current one is computed.
   using value_type = std::conditional_t<delta, float, T>;
   const tensor_view<const value_type, 4> values = [&] {
@@ -74,11 +71,7 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
   for (int c = 0, t0 = seq.start; t0 < end; ++c, t0 += C) {
     chunk_decays(gate, s.cf);
     __syncthreads();  // H complete (previous chunk), b visible
-    float* start = args.state_at(args.states, seq.first_chunk + c, hv, K, V);
-    for (int e = int(threadIdx.x); e < K * BV; e += int(blockDim.x)) {
-      const int i = e / BV, j = e % BV;
-      start[index_t(i) * V + v0 + j] = s.h[i][j];
-    }
+    store_state_block<K, BV>(args.chunk_states(args.states, K, V), s.h, seq.first_chunk + c, hv, v0);
     kr.store(s.keys_e[0], S::ldk, [&](int r) { return s.cf.e[r]; });
     if constexpr (delta) wr.store(s.w[0], S::ldk);
     ur.store(s.u[0], S::ldb);
