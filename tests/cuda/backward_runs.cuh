@@ -39,17 +39,7 @@ backward_outcome run_backward_typed(const ref::problem& p, const std::vector<dou
     opt.grad_final_state = state_view(ds1);
   }
   opt.grad_initial_state = state_view(ds0);
-  std::vector<std::int64_t> cu_host(p.cu);
-  std::vector<std::int32_t> cu32(p.cu.begin(), p.cu.end());
-  device_memory cu_dev(cu32.size() * sizeof(std::int32_t));
-  if (!p.cu.empty()) {
-    if (c.cu_on_device) {
-      ok(cudaMemcpy(cu_dev.as<std::int32_t>(), cu32.data(), cu_dev.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-      opt.cu_seqlens = la::tensor_view<const std::int32_t, 1>(cu_dev.as<std::int32_t>(), {index_t(cu32.size())}, {1});
-    } else {
-      opt.cu_seqlens = la::tensor_view<const std::int64_t, 1>(cu_host.data(), {index_t(cu_host.size())}, {1});
-    }
-  }
+  const call_seqlens cu(p, c.cu_on_device, opt);
   la::gradients_t<Rule, E> gr{};
   gr.dq = dq.view, gr.dk = dk.view, gr.dv = dv.view;
   const auto per_token_view = [&](device_memory& m) { return la::view(m.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV)); };

@@ -168,6 +168,25 @@ void write_floats(device_memory& m, const std::vector<double>& x) {
   ok(cudaMemcpy(m.as<float>(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
 }
 
+/// The problem's packed-batch offsets for a call (none when p.cu is empty): int32 in device
+/// memory or int64 in host memory, set as opt.cu_seqlens; alive as long as the call needs them.
+struct call_seqlens {
+  std::vector<std::int64_t> host;
+  device_memory device;
+
+  call_seqlens(const ref::problem& p, bool on_device, la::options<float>& opt)
+      : host(p.cu), device(p.cu.size() * sizeof(std::int32_t)) {
+    if (p.cu.empty()) return;
+    if (on_device) {
+      const std::vector<std::int32_t> narrow(p.cu.begin(), p.cu.end());
+      ok(cudaMemcpy(device.as<std::int32_t>(), narrow.data(), device.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+      opt.cu_seqlens = la::tensor_view<const std::int32_t, 1>(device.as<std::int32_t>(), {index_t(narrow.size())}, {1});
+    } else {
+      opt.cu_seqlens = la::tensor_view<const std::int64_t, 1>(host.data(), {index_t(host.size())}, {1});
+    }
+  }
+};
+
 template <class Rule, class E>
 outcome run_typed(const ref::problem& p, form f, const config& c) {
   const auto& d = p.d;
@@ -182,17 +201,7 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
 
   la::options<float> opt;
   opt.scale = p.scale;
-  std::vector<std::int64_t> cu_host(p.cu);
-  std::vector<std::int32_t> cu32(p.cu.begin(), p.cu.end());
-  device_memory cu_dev(cu32.size() * sizeof(std::int32_t));
-  if (!p.cu.empty()) {
-    if (c.cu_on_device) {
-      ok(cudaMemcpy(cu_dev.as<std::int32_t>(), cu32.data(), cu_dev.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-      opt.cu_seqlens = la::tensor_view<const std::int32_t, 1>(cu_dev.as<std::int32_t>(), {index_t(cu32.size())}, {1});
-    } else {
-      opt.cu_seqlens = la::tensor_view<const std::int64_t, 1>(cu_host.data(), {index_t(cu_host.size())}, {1});
-    }
-  }
+  const call_seqlens cu(p, c.cu_on_device, opt);
   outcome r;
   if (c.through_pool) {
     // [P, HV, K, V] with P = N + 2: sequence n in slot N + 1 - n; slots 0 and 1 hold 7.0 and
