@@ -25,7 +25,7 @@ namespace linattn::cuda::detail {
 
 template <int K, int V>
 struct chunk_gradients_storage {
-  static constexpr int warps = 8, threads = 32 * warps;
+  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (212 KiB) per multiprocessor
   static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4, ldm = (K > V ? K : V) + 4;
   static constexpr int ldc = chunk_corrections::ld;
   float q[C][ldk];     // [C, K]  scale q
@@ -77,7 +77,7 @@ __device__ void store_tile(const tensor_view<T, 4>& x, const float* tile, int ld
 }
 
 template <class Rule, class T, int K, int V>
-__global__ void __launch_bounds__(256) chunk_gradients_kernel(backward_args<Rule, T> args) {
+__global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_gradients_kernel(backward_args<Rule, T> args) {
   using S = chunk_gradients_storage<K, V>;
   using P = backward_products<T>;
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc, ldm = S::ldm;

@@ -8,6 +8,9 @@
 ///   backward:  Wb = T^T diag(e) K,  dXl = T^T P^T dO  (dX = Wb dH + dXl)                [C, K], [C, V]
 ///
 /// with T = (I + diag(beta) stril(K K^T ⊙ D))^{-1} diag(beta) and P = scale Q K^T ⊙ D (causal).
+/// The diagonal factors and P go into [C, C] left operands (T diag(Gam), (diag(e) T)^T,
+/// (P T)^T) rather than into [C, K] and [C, V] copies of the rows, which keeps the block's
+/// shared memory small enough for two blocks per multiprocessor.
 #pragma once
 
 #include "../../tile/block_gemm.cuh"
@@ -20,13 +23,12 @@ struct chunk_wy_storage {
   static constexpr int warps = 8, threads = 32 * warps;
   static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
   float keys[C][ldk];      // [C, K]
-  float queries[C][ldk];   // [C, K]  scale q, then diag(Gam) K
-  float keys_e[C][ldk];    // [C, K]  diag(e) K
+  float queries[C][ldk];   // [C, K]  scale q
   float values[C][ldv];    // [C, V]
   float dout[C][ldv];      // [C, V]
-  float ptdo[C][ldv];      // [C, V]  P^T dO
-  float p[C][ldc];         // [C, C]
-  chunk_corrections cr;
+  float p[C][ldc];         // [C, C]  P
+  float pt[C][ldc];        // [C, C]  P T
+  chunk_corrections cr;    // G, M (then T diag(Gam), diag(e) T), T
   chunk_coefficients cf;
   float stage[warps][stage_floats];
 };
@@ -57,17 +59,17 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   chunk_scores<P, K>(s.queries[0], s.keys[0], S::ldk, s.cf, s.p[0], stage);
   __syncthreads();
   chunk_inverse<P, K>(s.keys[0], S::ldk, s.cf, s.cr, stage);
-  // diag(Gam) K into the queries' tile, diag(e) K beside it
-  for (int e = int(threadIdx.x); e < C * K; e += int(blockDim.x)) {
-    const int r = e / K, i = e % K;
-    s.queries[r][i] = s.cf.gam[r] * s.keys[r][i];
-    s.keys_e[r][i] = s.cf.e[r] * s.keys[r][i];
+  float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G and M are done)
+  float* const e_t = s.cr.m[0];    // diag(e) T
+  for (int x = int(threadIdx.x); x < C * C; x += int(blockDim.x)) {
+    const int r = x / C, i = x % C;
+    t_gam[r * S::ldc + i] = s.cr.t[r][i] * s.cf.gam[i];
+    e_t[r * S::ldc + i] = s.cr.t[r][i] * s.cf.e[r];
   }
-  // P^T dO
-  block_gemm<P, col_major, row_major, C, V, C>(s.p[0], S::ldc, s.dout[0], S::ldv, stage,
+  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage,
       [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) s.ptdo[r][j + e] = x[e];
+        for (int e = 0; e < 8; ++e) s.pt[r][j + e] = x[e];  // P T
       });
   __syncthreads();
   const auto rows_out = [&](const tensor_view<float, 4>& to) {
@@ -79,11 +81,10 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
       }
     };
   };
-  const float* t = s.cr.t[0];
-  block_gemm<P, row_major, row_major, C, K, C, true>(t, S::ldc, s.queries[0], S::ldk, stage, rows_out(args.w_fwd));
-  block_gemm<P, row_major, row_major, C, V, C, true>(t, S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
-  block_gemm<P, col_major, row_major, C, K, C>(t, S::ldc, s.keys_e[0], S::ldk, stage, rows_out(args.w_bwd));
-  block_gemm<P, col_major, row_major, C, V, C>(t, S::ldc, s.ptdo[0], S::ldv, stage, rows_out(args.dx_loc));
+  block_gemm<P, row_major, row_major, C, K, C, true>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
+  block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
+  block_gemm<P, col_major, row_major, C, K, C>(e_t, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
+  block_gemm<P, col_major, row_major, C, V, C>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage, rows_out(args.dx_loc));
 }
 
 }  // namespace linattn::cuda::detail
