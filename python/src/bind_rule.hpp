@@ -33,14 +33,10 @@ void forward(const std::string& form, const array& q, const array& k, const arra
              bool check_finite) {
   with_real(q, [&]<class T>() {
     const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
-    options<T> opt;
+    auto opt = make_options<T>(scale, initial_state, final_state, cu_seqlens, memory::host, memory::host);
     opt.check_finite = check_finite;
-    opt.scale = scale;
     opt.chunk_size = chunk_size;
     opt.threads = threads;
-    opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", memory::host);
-    opt.final_state = as_view<T, 4>(final_state, "final_state", memory::host);
-    opt.cu_seqlens = as_seqlens(cu_seqlens, memory::host);
     const auto o = as_view<T, 4>(out, "out", memory::host);
     const nb::gil_scoped_release unlocked;
     if (form == "chunk") chunkwise_forward<Rule>(in, o, opt);
@@ -59,19 +55,11 @@ void backward(const array& q, const array& k, const array& v, const arrays& extr
               const arrays& dextras, const maybe_array& cu_seqlens, double scale, double number, int chunk_size, int threads) {
   with_real(q, [&]<class T>() {
     const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
-    gradients_t<Rule, T> grads{};
-    grads.dq = as_view<T, 4>(dq, "dq", memory::host);
-    grads.dk = as_view<T, 4>(dk, "dk", memory::host);
-    grads.dv = as_view<T, 4>(dv, "dv", memory::host);
-    fill_views(grads, fields<Rule>::template gradients<T>(), dextras, memory::host);
-    backward_options<T> opt;
-    opt.scale = scale;
+    const auto grads = make_gradients<Rule, T>(dq, dk, dv, dextras, memory::host);
+    auto opt = make_backward_options<T>(scale, initial_state, grad_final_state, grad_initial_state, cu_seqlens,
+                                        memory::host, memory::host);
     opt.chunk_size = chunk_size;
     opt.threads = threads;
-    opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", memory::host);
-    opt.cu_seqlens = as_seqlens(cu_seqlens, memory::host);
-    opt.grad_final_state = as_view<const T, 4>(grad_final_state, "grad_final_state", memory::host);
-    opt.grad_initial_state = as_view<T, 4>(grad_initial_state, "grad_initial_state", memory::host);
     const auto dout = as_view<const T, 4>(grad_out, "grad_out", memory::host);
     const nb::gil_scoped_release unlocked;
     chunkwise_backward<Rule>(in, dout, grads, opt);

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// A rule's `inputs<T>` and `gradients<T>` from DLPack arrays: q, k, v, then the rule's extra
-/// arrays in the order of rule_fields.hpp. Shared by the CPU and the CUDA modules.
+/// A rule's `inputs<T>` and `gradients<T>` from DLPack arrays (q, k, v, then the rule's extra
+/// arrays in the order of rule_fields.hpp), and the state and sequence fields of a call's
+/// options. Shared by the CPU and the CUDA modules.
 #pragma once
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
+
+#include <linattn/core/backward.hpp>
+#include <linattn/core/options.hpp>
 
 #include <string>
 #include <tuple>
@@ -49,6 +53,46 @@ typename Rule::template inputs<T> make_inputs(const array& q, const array& k, co
   if constexpr (!std::is_null_pointer_v<decltype(fields<Rule>::template number<T>())>)
     in.*(fields<Rule>::template number<T>().member) = number;
   return in;
+}
+
+/// The rule's gradients<T> from dq, dk, dv and its extra gradient arrays (in its extras' order).
+template <class Rule, class T>
+gradients_t<Rule, T> make_gradients(const array& dq, const array& dk, const array& dv, const arrays& dextras,
+                                    memory where) {
+  gradients_t<Rule, T> grads{};
+  grads.dq = as_view<T, 4>(dq, "dq", where);
+  grads.dk = as_view<T, 4>(dk, "dk", where);
+  grads.dv = as_view<T, 4>(dv, "dv", where);
+  fill_views(grads, fields<Rule>::template gradients<T>(), dextras, where);
+  return grads;
+}
+
+/// A forward call's options: scale, initial_state in, final_state out, cu_seqlens (read where
+/// `seqlens` says).
+template <class T>
+options<T> make_options(double scale, const maybe_array& initial_state, const maybe_array& final_state,
+                        const maybe_array& cu_seqlens, memory where, memory seqlens) {
+  options<T> opt;
+  opt.scale = scale;
+  opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", where);
+  opt.final_state = as_view<T, 4>(final_state, "final_state", where);
+  opt.cu_seqlens = as_seqlens(cu_seqlens, seqlens);
+  return opt;
+}
+
+/// A backward call's options: scale, initial_state and grad_final_state in, grad_initial_state
+/// out, cu_seqlens.
+template <class T>
+backward_options<T> make_backward_options(double scale, const maybe_array& initial_state,
+                                          const maybe_array& grad_final_state, const maybe_array& grad_initial_state,
+                                          const maybe_array& cu_seqlens, memory where, memory seqlens) {
+  backward_options<T> opt;
+  opt.scale = scale;
+  opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", where);
+  opt.cu_seqlens = as_seqlens(cu_seqlens, seqlens);
+  opt.grad_final_state = as_view<const T, 4>(grad_final_state, "grad_final_state", where);
+  opt.grad_initial_state = as_view<T, 4>(grad_initial_state, "grad_initial_state", where);
+  return opt;
 }
 
 }  // namespace linattn::python

@@ -23,11 +23,7 @@ void forward_cuda(const std::string& form, const array& q, const array& k, const
   if (q.dtype() != nb::dtype<float>()) bad_argument("q", "must be float32 here (the Python layer converts)");
   if (form != "chunk" && form != "recurrent") bad_argument("form", "is '" + form + "', expected 'chunk' or 'recurrent'");
   const auto in = make_inputs<Rule, float>(q, k, v, extras, number, memory::device);
-  options<float> opt;
-  opt.scale = scale;
-  opt.initial_state = as_view<const float, 4>(initial_state, "initial_state", memory::device);
-  opt.final_state = as_view<float, 4>(final_state, "final_state", memory::device);
-  opt.cu_seqlens = as_seqlens(cu_seqlens, memory::any);
+  const auto opt = make_options<float>(scale, initial_state, final_state, cu_seqlens, memory::device, memory::any);
   const auto o = as_view<float, 4>(out, "out", memory::device);
   const nb::gil_scoped_release unlocked;
   cuda_forward<Rule>(form == "chunk", in, o, opt, stream);
@@ -41,17 +37,9 @@ void backward_cuda(const array& q, const array& k, const array& v, const arrays&
                    std::uintptr_t stream) {
   if (q.dtype() != nb::dtype<float>()) bad_argument("q", "must be float32 here (the Python layer converts)");
   const auto in = make_inputs<Rule, float>(q, k, v, extras, number, memory::device);
-  gradients_t<Rule, float> grads{};
-  grads.dq = as_view<float, 4>(dq, "dq", memory::device);
-  grads.dk = as_view<float, 4>(dk, "dk", memory::device);
-  grads.dv = as_view<float, 4>(dv, "dv", memory::device);
-  fill_views(grads, fields<Rule>::template gradients<float>(), dextras, memory::device);
-  backward_options<float> opt;
-  opt.scale = scale;
-  opt.initial_state = as_view<const float, 4>(initial_state, "initial_state", memory::device);
-  opt.cu_seqlens = as_seqlens(cu_seqlens, memory::any);
-  opt.grad_final_state = as_view<const float, 4>(grad_final_state, "grad_final_state", memory::device);
-  opt.grad_initial_state = as_view<float, 4>(grad_initial_state, "grad_initial_state", memory::device);
+  const auto grads = make_gradients<Rule, float>(dq, dk, dv, dextras, memory::device);
+  const auto opt = make_backward_options<float>(scale, initial_state, grad_final_state, grad_initial_state, cu_seqlens,
+                                                memory::device, memory::any);
   const auto dout = as_view<const float, 4>(grad_out, "grad_out", memory::device);
   const nb::gil_scoped_release unlocked;
   cuda_backward<Rule>(in, dout, grads, opt, stream);
