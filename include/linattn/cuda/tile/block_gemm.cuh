@@ -123,9 +123,16 @@ __device__ void block_gemm(const typename mma_traits<Op>::operand* A, unsigned l
     }
     wmma::fragment<wmma::accumulator, 16, 16, traits::k_step, float> c;
     wmma::fill_fragment(c, 0.0f);
-    const unsigned k_end = lower_a ? (i0 + 16 < unsigned(Kd) ? i0 + 16 : unsigned(Kd)) : unsigned(Kd);
-    for (unsigned k0 = 0; k0 < k_end; k0 += traits::k_step)
-      traits::template step<LA, LB>(c, A + offset<LA>(i0, k0, lda), lda, B + offset<LB>(k0, j0, ldb), ldb);
+    if constexpr (lower_a) {
+      const unsigned k_end = i0 + 16 < unsigned(Kd) ? i0 + 16 : unsigned(Kd);
+      for (unsigned k0 = 0; k0 < k_end; k0 += traits::k_step)
+        traits::template step<LA, LB>(c, A + offset<LA>(i0, k0, lda), lda, B + offset<LB>(k0, j0, ldb), ldb);
+    } else {
+      // unrolled, so the operand loads of later steps (some from global memory) issue early
+#pragma unroll
+      for (unsigned k0 = 0; k0 < unsigned(Kd); k0 += traits::k_step)
+        traits::template step<LA, LB>(c, A + offset<LA>(i0, k0, lda), lda, B + offset<LB>(k0, j0, ldb), ldb);
+    }
     wmma::store_matrix_sync(my_stage, c, stage_ld, wmma::mem_row_major);
     __syncwarp();
     const int r = lane / 2, c0 = (lane % 2) * 8;

@@ -232,7 +232,18 @@ __global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_
     if constexpr (gated) {
       // Gam_{n-1} <dH, H0>, in a fixed order
       float part = 0.0f;
-      for (int e = tid; e < K * V; e += int(blockDim.x)) part += dH[e] * H0[e];
+      {
+        // 16-byte loads, all of a thread's in flight at once (the blocks are 256-byte aligned)
+        constexpr int quads = K * V / 4, per_thread = quads / S::threads;
+        static_assert(quads % S::threads == 0, "whole quads per thread");
+        float4 x[per_thread], y[per_thread];
+#pragma unroll
+        for (int i = 0; i < per_thread; ++i)
+          x[i] = reinterpret_cast<const float4*>(dH)[tid + i * S::threads],
+          y[i] = reinterpret_cast<const float4*>(H0)[tid + i * S::threads];
+#pragma unroll
+        for (int i = 0; i < per_thread; ++i) part += x[i].x * y[i].x + x[i].y * y[i].y + x[i].z * y[i].z + x[i].w * y[i].w;
+      }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
       if (lane == 0) s.red[warp] = part;
