@@ -70,7 +70,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
                                                         plan.state_grid, args, stream, "chunk_state_passes_kernel");
     };
     if (plan.state_columns == 16) state_passes(std::integral_constant<int, 16>{});
-    else state_passes(std::integral_constant<int, 32>{});
+    else if (plan.state_columns == 32) state_passes(std::integral_constant<int, 32>{});
+    else state_passes(std::integral_constant<int, 64>{});
     if (plan.n_chunks > 0)
       launch<detail::chunk_gradients_storage<K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
                                                     args, stream, "chunk_gradients_kernel");

@@ -26,7 +26,7 @@ struct backward_plan {
   std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
   std::size_t n_chunks = 0;        // chunks of backward_chunk tokens in the call
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
-  int state_columns;               // value columns per block of passes 2 and 3 (16 or 32)
+  int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64)
   dim3 state_grid;                 // (V / state_columns, HV, 2 N)   passes 2 and 3, side by side
   dim3 gradient_grid;              // (chunks, H)    pass 4
   struct {
@@ -39,7 +39,7 @@ struct backward_plan {
   } workspace;
 
   backward_plan(const problem& p, bool corrects, index_t multiprocessors)
-      : state_columns(backward_state_columns(p.N * p.HV * (p.V / 32), multiprocessors)) {
+      : state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors)) {
     if (p.cu.given()) {
       seqs = sequence_table(p, backward_chunk);
       chunks = chunk_table(seqs, backward_chunk);

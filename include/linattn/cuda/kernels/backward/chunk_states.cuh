@@ -16,10 +16,13 @@
 
 namespace linattn::cuda::detail {
 
-/// Value columns per block of the state passes: 32, or 16 when that leaves multiprocessors
-/// idle (the passes are sequential over chunks: narrower blocks, more of them, shorter steps).
-inline int backward_state_columns(index_t blocks_of_32, index_t multiprocessors) {
-  return blocks_of_32 >= multiprocessors ? 32 : 16;
+/// Value columns per block of the state passes: the widest of 64, 32 and 16 with which the
+/// blocks still cover the multiprocessors (`head_blocks` = sequences x value heads). The passes
+/// are sequential over chunks: with few blocks, narrower ones (more of them, shorter steps);
+/// with many, wider ones (fewer steps in all, each reading a chunk's rows once for more columns).
+inline int backward_state_columns(index_t head_blocks, index_t V, index_t multiprocessors) {
+  if (V % 64 == 0 && head_blocks * (V / 64) >= multiprocessors) return 64;
+  return head_blocks * (V / 32) >= multiprocessors ? 32 : 16;
 }
 
 template <int K, int BV_>
