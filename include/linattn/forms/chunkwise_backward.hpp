@@ -14,6 +14,7 @@
 #include "../core/tensor_view.hpp"
 #include "../core/validate_backward.hpp"
 #include "../cpu/algorithms.hpp"
+#include "declarations.hpp"
 
 namespace linattn {
 
@@ -25,10 +26,9 @@ namespace linattn {
 /// grouped value heads, dq and dk of a q/k head are summed over its value heads.
 /// Throws linattn::error, before writing anything, when an argument is invalid.
 template <rule Rule, class G>
-void chunkwise_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
-                        tensor_view<G, 4> grad_out,
+void chunkwise_backward(const inputs_t<Rule, G>& in, tensor_view<G, 4> grad_out,
                         const std::type_identity_t<gradients_t<Rule, std::remove_const_t<G>>>& grads,
-                        const backward_options<state_t<std::remove_const_t<G>>>& opt = {}) {
+                        const backward_options<state_t<std::remove_const_t<G>>>& opt) {
   using T = std::remove_const_t<G>;
   static_assert(has_gradients<Rule>, "linattn::chunkwise_backward: this rule has no backward pass (no Rule::gradients<T>)");
   if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule> && has_gradients<Rule>) {

@@ -12,6 +12,7 @@
 #include "../core/tensor_view.hpp"
 #include "../core/validate.hpp"
 #include "../cpu/algorithms.hpp"
+#include "declarations.hpp"
 
 namespace linattn {
 
@@ -19,9 +20,8 @@ namespace linattn {
 /// runs the tokens in order), out `[B, T, HV, V]`, `state` `[B, HV, K, V]` read and updated in
 /// place. options::initial_state / final_state / cu_seqlens must be left unset.
 template <rule Rule, class T>
-void decode_step(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
-                 tensor_view<T, 4> out, tensor_view<state_t<T>, 4> state,
-                 const options<state_t<T>>& opt = {}) {
+void decode_step(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, tensor_view<state_t<T>, 4> state,
+                 const options<state_t<T>>& opt) {
   if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule>) {
     const detail::problem p = detail::validate<Rule>(detail::form::decode, in, out, opt, &state);
     detail::algorithm<typename Rule::family, detail::form::decode>::template run<Rule>(in, out, state, opt, p);

@@ -11,6 +11,7 @@
 #include "../core/tensor_view.hpp"
 #include "../core/validate.hpp"
 #include "../cpu/algorithms.hpp"
+#include "declarations.hpp"
 
 namespace linattn {
 
@@ -18,8 +19,7 @@ namespace linattn {
 /// Reads options::initial_state and writes options::final_state (`[N, HV, K, V]`) when given.
 /// Throws linattn::error, before writing anything, when an argument is invalid.
 template <rule Rule, class T>
-void recurrent_forward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
-          tensor_view<T, 4> out, const options<state_t<T>>& opt = {}) {
+void recurrent_forward(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, const options<state_t<T>>& opt) {
   if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule>) {
     const detail::problem p = detail::validate<Rule>(detail::form::recurrent, in, out, opt);
     detail::algorithm<typename Rule::family, detail::form::recurrent>::template run<Rule>(in, out, opt, p);

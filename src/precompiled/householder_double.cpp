@@ -1,0 +1,7 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// linattn::precompiled: the forms of the Householder rules at double (the list is in <linattn/precompiled.hpp>).
+#include <linattn/linattn.hpp>
+#include <linattn/precompiled.hpp>
+
+LINATTN_PRECOMPILED_HOUSEHOLDER(LINATTN_PRECOMPILED_DEFINE, double)
