@@ -173,11 +173,11 @@ TEMPLATE_TEST_CASE("Mamba: every form matches the float64 S6 recurrence (odd T, 
     }
 }
 
-TEMPLATE_TEST_CASE("Mamba: 16 and more channels per head (the chunk kernel's register blocks and remainder)",
+TEMPLATE_TEST_CASE("Mamba: 32 and more channels per head (the chunk kernel's register blocks and remainder)",
                    "[mamba]", float, double) {
   std::mt19937_64 rng(22);
   sproblem shape;
-  shape.B = 1, shape.T = 45, shape.H = 1, shape.HV = 2, shape.K = 3, shape.V = 37;  // 2 blocks of 16 + 5
+  shape.B = 1, shape.T = 45, shape.H = 1, shape.HV = 2, shape.K = 3, shape.V = 37;  // a block of 32 + 5
   const auto p = make(rng, shape, {});
   const auto want = reference(p);
   for (sform f : all_forms) {

@@ -34,8 +34,11 @@ class selective_scan_worker : public selective_scan_tokens<Rule, T, A> {
  public:
   using inputs_t = typename Rule::template inputs<T>;
   using state_scalar = A;
-  /// Channels per register block of the span kernel (one AVX-512 register of float, two of double).
-  static constexpr int lanes = 16;
+  /// Channels per register block of the span kernel: two AVX-512 registers of float (two
+  /// independent recurrences in flight while the decays of later tokens are computed).
+  static constexpr int lanes = 32;
+  /// State rows per register block of the span kernel.
+  static constexpr int rows = 4;
 
   /// Workspace for spans of up to `capacity` tokens.
   selective_scan_worker(const inputs_t& in, index_t capacity, index_t K, index_t V)
@@ -77,10 +80,11 @@ class selective_scan_worker : public selective_scan_tokens<Rule, T, A> {
             index_t hv, A scale) {
     if (n == 0) return;
     this->read(in, b, t0, n, hq, hv, scale);
-    const index_t V = H_.cols(), full = V - V % lanes;
-    for (index_t r = 0; r < H_.rows(); ++r) {
-      for (index_t c = 0; c < full; c += lanes) scan_block<lanes>(r, c, lanes, n);
-      if (full < V) scan_block<Eigen::Dynamic>(r, full, V - full, n);
+    const index_t K = H_.rows(), V = H_.cols(), full = V - V % lanes, paired = K - K % rows;
+    for (index_t r = 0; r < K; r += r < paired ? rows : 1) {
+      const bool block = r < paired;
+      for (index_t c = 0; c < full; c += lanes) block ? scan_block<lanes, rows>(r, c, lanes, n) : scan_block<lanes, 1>(r, c, lanes, n);
+      if (full < V) block ? scan_block<Eigen::Dynamic, rows>(r, full, V - full, n) : scan_block<Eigen::Dynamic, 1>(r, full, V - full, n);
     }
     this->finish(in, out, b, t0, n, hv);
   }
@@ -119,18 +123,29 @@ class selective_scan_worker : public selective_scan_tokens<Rule, T, A> {
   }
 
  private:
-  /// State row r, channels [c, c + w) (w = W when fixed), through the chunk's n tokens.
-  template <int W>
+  /// State rows [r, r + R), channels [c, c + w) (w = W when fixed), through the chunk's n
+  /// tokens: R W state elements in registers, R independent recurrences per token, and one
+  /// load and store of the token's output block per R rows.
+  template <int W, int R>
   void scan_block(index_t r, index_t c, index_t w, index_t n) {
     using block = Eigen::Array<A, 1, W, Eigen::RowMajor, 1, lanes>;
     using cblock = Eigen::Map<const block>;
-    const block rate = R_.row(r).segment(c, w).array();
-    block h = H_.row(r).segment(c, w).array();
-    for (index_t t = 0; t < n; ++t) {
-      h = (rate * cblock(&delta_(t, c), w)).exp() * h + B_(t, r) * cblock(&u_(t, c), w);
-      Eigen::Map<block>(&y_(t, c), w) += C_(t, r) * h;
+    block h[R], rate[R];
+    for (int i = 0; i < R; ++i) {
+      rate[i] = R_.row(r + i).segment(c, w).array();
+      h[i] = H_.row(r + i).segment(c, w).array();
     }
-    H_.row(r).segment(c, w) = h.matrix();
+    for (index_t t = 0; t < n; ++t) {
+      const cblock delta(&delta_(t, c), w), u(&u_(t, c), w);
+      Eigen::Map<block> y(&y_(t, c), w);
+      block acc = y;
+      for (int i = 0; i < R; ++i) {
+        h[i] = (rate[i] * delta).exp() * h[i] + B_(t, r + i) * u;
+        acc += C_(t, r + i) * h[i];
+      }
+      y = acc;
+    }
+    for (int i = 0; i < R; ++i) H_.row(r + i).segment(c, w) = h[i].matrix();
   }
 
   const inputs_t* in_;
