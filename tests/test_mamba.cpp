@@ -94,10 +94,7 @@ sresult reference(const sproblem& p) {
   return r;
 }
 
-enum class sform { recurrent, chunkwise, parallel, decode };
-const char* name(sform f) {
-  return f == sform::recurrent ? "recurrent" : f == sform::chunkwise ? "chunkwise" : f == sform::parallel ? "parallel" : "decode";
-}
+using harness::form;
 
 template <class T>
 std::vector<T> as(const std::vector<double>& v) {
@@ -106,7 +103,7 @@ std::vector<T> as(const std::vector<double>& v) {
 
 /// Runs one form with scalar type T (decode: token by token from the initial state).
 template <class T>
-sresult run(sform f, const sproblem& p, index_t chunk = 16, int threads = 0) {
+sresult run(form f, const sproblem& p, index_t chunk = 16, int threads = 0) {
   using A = la::state_t<T>;
   auto x = as<T>(p.x), dt = as<T>(p.dt), z = as<T>(p.z), Bm = as<T>(p.Bm), Cm = as<T>(p.Cm);
   auto Ar = as<T>(p.A), D = as<T>(p.D), bias = as<T>(p.dt_bias);
@@ -135,24 +132,15 @@ sresult run(sform f, const sproblem& p, index_t chunk = 16, int threads = 0) {
   const auto o_at = [&](index_t t0, index_t len) {
     return la::tensor_view<T, 4>(out.data() + t0 * p.HV * p.V, {p.B, len, p.HV, p.V}, {p.T * p.HV * p.V, p.HV * p.V, p.V, 1});
   };
-  if (f == sform::decode) {
+  if (f == form::decode) {  // decode_step updates its state in place, from s0
     REQUIRE(p.cu.empty());
     if (!p.s0.empty()) std::copy(s0.begin(), s0.end(), s1.begin());
     else std::fill(s1.begin(), s1.end(), A(0));
-    la::options<A> dopt;
-    dopt.threads = threads;
-    for (index_t t = 0; t < p.T; ++t)
-      la::decode_step<la::Mamba>(in_at(t, 1), o_at(t, 1), la::view(s1.data(), p.N(), p.HV, p.K, p.V), dopt);
-  } else {
-    const auto in = in_at(0, p.T);
-    if (f == sform::recurrent) la::recurrent_forward<la::Mamba>(in, o_at(0, p.T), opt);
-    if (f == sform::chunkwise) la::chunkwise_forward<la::Mamba>(in, o_at(0, p.T), opt);
-    if (f == sform::parallel) la::parallel_forward<la::Mamba>(in, o_at(0, p.T), opt);
   }
+  harness::run_slices<la::Mamba>(f, p.T, in_at, o_at, la::view(s1.data(), p.N(), p.HV, p.K, p.V), opt);
   return {std::vector<double>(out.begin(), out.end()), std::vector<double>(s1.begin(), s1.end())};
 }
 
-constexpr sform all_forms[] = {sform::recurrent, sform::chunkwise, sform::parallel, sform::decode};
 }  // namespace
 
 TEMPLATE_TEST_CASE("Mamba: every form matches the float64 S6 recurrence (odd T, N != V, grouped heads)", "[mamba]",
@@ -162,10 +150,10 @@ TEMPLATE_TEST_CASE("Mamba: every form matches the float64 S6 recurrence (odd T, 
     for (bool extras : {true, false}) {
       const auto p = make(rng, {}, {.softplus = softplus, .skip = extras, .gate = extras, .state = extras});
       const auto want = reference(p);
-      for (sform f : all_forms)
+      for (form f : harness::all_forms)
         for (index_t C : {1, 16, 64}) {
-          if (f != sform::chunkwise && C != 16) continue;
-          CAPTURE(name(f), C, softplus, extras);
+          if (f != form::chunkwise && C != 16) continue;
+          CAPTURE(harness::name(f), C, softplus, extras);
           const auto got = run<TestType>(f, p, C);
           CHECK(harness::rel_err(got.y, want.y) < harness::tolerance<TestType>());
           CHECK(harness::rel_err(got.s, want.s) < harness::tolerance<TestType>());
@@ -180,8 +168,8 @@ TEMPLATE_TEST_CASE("Mamba: 32 and more channels per head (the chunk kernel's reg
   shape.B = 1, shape.T = 45, shape.H = 1, shape.HV = 2, shape.K = 3, shape.V = 37;  // a block of 32 + 5
   const auto p = make(rng, shape, {});
   const auto want = reference(p);
-  for (sform f : all_forms) {
-    CAPTURE(name(f));
+  for (form f : harness::all_forms) {
+    CAPTURE(harness::name(f));
     const auto got = run<TestType>(f, p, 32);
     CHECK(harness::rel_err(got.y, want.y) < harness::tolerance<TestType>());
     CHECK(harness::rel_err(got.s, want.s) < harness::tolerance<TestType>());
@@ -195,8 +183,8 @@ TEMPLATE_TEST_CASE("Mamba: a packed batch (empty and one-token sequences) with i
   shape.B = 1, shape.T = 91, shape.cu = {0, 1, 1, 40, 41, 91};
   const auto p = make(rng, shape, {});
   const auto want = reference(p);
-  for (sform f : {sform::recurrent, sform::chunkwise, sform::parallel}) {
-    CAPTURE(name(f));
+  for (form f : {form::recurrent, form::chunkwise, form::parallel}) {
+    CAPTURE(harness::name(f));
     const auto got = run<TestType>(f, p, 16);
     CHECK(harness::rel_err(got.y, want.y) < harness::tolerance<TestType>());
     CHECK(harness::rel_err(got.s, want.s) < harness::tolerance<TestType>());
@@ -211,8 +199,8 @@ TEMPLATE_TEST_CASE("Mamba: decays down to exp(-1e4), Delta = 0 and A = 0 stay fi
   for (std::size_t i = 3; i < p.A.size(); i += 9) p.A[i] = 0.0;    // a state element that never decays
   for (std::size_t i = 1; i < p.dt.size(); i += 7) p.dt[i] = 1e-3;  // weak steps between the strong ones
   const auto want = reference(p);
-  for (sform f : all_forms) {
-    CAPTURE(name(f));
+  for (form f : harness::all_forms) {
+    CAPTURE(harness::name(f));
     const auto got = run<TestType>(f, p, 16);
     CHECK(std::all_of(got.y.begin(), got.y.end(), [](double e) { return std::isfinite(e); }));
     CHECK(harness::rel_err(got.y, want.y) < harness::tolerance<TestType>());
@@ -270,8 +258,8 @@ TEMPLATE_TEST_CASE("Mamba with Delta shared by a head's channels and A[d, n] = a
 TEST_CASE("Mamba: results do not depend on the thread count, and two calls equal one", "[mamba][threads][state]") {
   std::mt19937_64 rng(26);
   const auto p = make(rng, {}, {});
-  for (sform f : {sform::recurrent, sform::chunkwise, sform::parallel}) {
-    CAPTURE(name(f));
+  for (form f : {form::recurrent, form::chunkwise, form::parallel}) {
+    CAPTURE(harness::name(f));
     const auto one = run<float>(f, p, 16, 1), two = run<float>(f, p, 16, 2), three = run<float>(f, p, 16, 3);
     CHECK(one.y == two.y);
     CHECK(one.y == three.y);
@@ -291,9 +279,9 @@ TEST_CASE("Mamba: results do not depend on the thread count, and two calls equal
     part->x = cut(p.x, p.HV * p.V, t0, t1), part->dt = cut(p.dt, p.HV * p.V, t0, t1), part->z = cut(p.z, p.HV * p.V, t0, t1);
     part->Bm = cut(p.Bm, p.H * p.K, t0, t1), part->Cm = cut(p.Cm, p.H * p.K, t0, t1);
   }
-  const auto whole = run<double>(sform::chunkwise, p, 16);
-  tail.s0 = run<double>(sform::chunkwise, head, 16).s;
-  const auto second = run<double>(sform::chunkwise, tail, 16);
+  const auto whole = run<double>(form::chunkwise, p, 16);
+  tail.s0 = run<double>(form::chunkwise, head, 16).s;
+  const auto second = run<double>(form::chunkwise, tail, 16);
   CHECK(harness::rel_err(second.y, cut(whole.y, p.HV * p.V, split, p.T)) < 1e-12);
   CHECK(harness::rel_err(second.s, whole.s) < 1e-12);
 }
