@@ -25,6 +25,7 @@ struct sproblem {
   std::vector<double> x, dt, z, Bm, Cm;       // x, dt, z [B, T, HV, V]; Bm, Cm [B, T, H, K]
   std::vector<double> A, D, dt_bias, s0;      // A [HV, V, K]; D, dt_bias [HV, V]; s0 [N, HV, K, V]
   bool softplus = false;
+  double scale = 0;  // options.scale on C; 0: unset (Mamba's default, 1)
   index_t N() const { return cu.empty() ? B : index_t(cu.size()) - 1; }
 };
 
@@ -83,7 +84,7 @@ sresult reference(const sproblem& p) {
             const double a = p.A[std::size_t((hv * p.V + d) * p.K + n)];
             double& e = st[std::size_t(n)];
             e = std::exp(delta * a) * e + delta * p.Bm[bc] * p.x[at];
-            y += p.Cm[bc] * e;
+            y += (p.scale == 0 ? 1.0 : p.scale) * p.Cm[bc] * e;
           }
           if (!p.D.empty()) y += p.D[std::size_t(hv * p.V + d)] * p.x[at];
           if (!p.z.empty()) y *= p.z[at] / (1.0 + std::exp(-p.z[at]));
@@ -112,6 +113,7 @@ sresult run(form f, const sproblem& p, index_t chunk = 16, int threads = 0) {
   la::options<A> opt;
   opt.chunk_size = chunk;
   opt.threads = threads;
+  if (p.scale != 0) opt.scale = p.scale;
   if (!p.s0.empty()) opt.initial_state = la::view<const A>(s0.data(), p.N(), p.HV, p.K, p.V);
   opt.final_state = la::view(s1.data(), p.N(), p.HV, p.K, p.V);
   if (!p.cu.empty()) opt.cu_seqlens = la::view(p.cu.data(), index_t(p.cu.size()));
@@ -148,7 +150,8 @@ TEMPLATE_TEST_CASE("Mamba: every form matches the float64 S6 recurrence (odd T, 
   std::mt19937_64 rng(21);
   for (bool softplus : {true, false})
     for (bool extras : {true, false}) {
-      const auto p = make(rng, {}, {.softplus = softplus, .skip = extras, .gate = extras, .state = extras});
+      auto p = make(rng, {}, {.softplus = softplus, .skip = extras, .gate = extras, .state = extras});
+      if (extras) p.scale = 0.3;
       const auto want = reference(p);
       for (form f : harness::all_forms)
         for (index_t C : {1, 16, 64}) {
@@ -321,4 +324,55 @@ TEST_CASE("Mamba: bad arguments are rejected naming the argument, before anythin
   dt[3] = 0.25f;
   CHECK_NOTHROW(la::chunkwise_forward<la::Mamba>(good, o, opt));
   CHECK(!untouched());
+}
+
+TEST_CASE("Mamba decode on a state pool: sequences read and write their slots, padding steps from zero", "[mamba][serving]") {
+  using A = double;
+  std::mt19937_64 rng(27);
+  sproblem shape;
+  shape.B = 3, shape.T = 9;
+  const auto p = make(rng, shape, {});  // p.s0 [3, HV, K, V]: the start states of the sequences
+  const index_t P = 5, per = p.HV * p.K * p.V;
+  const std::int64_t slots[] = {3, -1, 0};  // sequence 1 is padding: zero state, nothing written
+  std::vector<A> pool(std::size_t(P * per));
+  std::normal_distribution<double> normal;
+  for (auto& e : pool) e = normal(rng);
+  for (index_t n : {0, 2})
+    std::copy(p.s0.begin() + n * per, p.s0.begin() + (n + 1) * per, pool.begin() + slots[n] * per);
+  const std::vector<A> before = pool;
+  auto zero_start = p;
+  std::fill(zero_start.s0.begin() + per, zero_start.s0.begin() + 2 * per, 0.0);
+  const auto want = reference(zero_start);
+  auto x = p.x, dt = p.dt, z = p.z, Bm = p.Bm, Cm = p.Cm, Ar = p.A, D = p.D, bias = p.dt_bias;
+  std::vector<double> out(x.size(), -5.0);
+  la::options<A> opt;
+  opt.state_indices = la::view(slots, 3);
+  const auto tok = [&](std::vector<double>& v, index_t heads, index_t dim, index_t t) {
+    return la::tensor_view<const double, 4>(v.data() + t * heads * dim, {p.B, 1, heads, dim}, {p.T * heads * dim, heads * dim, dim, 1});
+  };
+  for (index_t t = 0; t < p.T; ++t) {
+    la::Mamba::inputs<double> in{.q = tok(Cm, p.H, p.K, t), .k = tok(Bm, p.H, p.K, t), .v = tok(x, p.HV, p.V, t),
+                                 .dt = tok(dt, p.HV, p.V, t), .A = la::view<const double>(Ar.data(), p.HV, p.V, p.K),
+                                 .D = la::view<const double>(D.data(), p.HV, p.V), .z = tok(z, p.HV, p.V, t),
+                                 .dt_bias = la::view<const double>(bias.data(), p.HV, p.V), .delta_softplus = true};
+    const la::tensor_view<double, 4> o(out.data() + t * p.HV * p.V, {p.B, 1, p.HV, p.V}, {p.T * p.HV * p.V, p.HV * p.V, p.V, 1});
+    la::decode_step<la::Mamba>(in, o, la::view(pool.data(), P, p.HV, p.K, p.V), opt);
+  }
+  // Sequences 0 and 2 throughout; the padding sequence restarts from zero at every step, so
+  // only its first token is the reference's.
+  const index_t row = p.T * per / p.K;  // outputs of one sequence: T HV V
+  for (index_t n : {0, 2}) {
+    const std::vector<double> got(out.begin() + n * row, out.begin() + (n + 1) * row);
+    CHECK(harness::rel_err(got, std::vector<double>(want.y.begin() + n * row, want.y.begin() + (n + 1) * row)) < 1e-12);
+  }
+  const index_t first = p.HV * p.V;
+  CHECK(harness::rel_err(std::vector<double>(out.begin() + row, out.begin() + row + first),
+                         std::vector<double>(want.y.begin() + row, want.y.begin() + row + first)) < 1e-12);
+  for (index_t n : {0, 2}) {
+    const std::vector<double> got(pool.begin() + slots[n] * per, pool.begin() + (slots[n] + 1) * per);
+    const std::vector<double> end(want.s.begin() + n * per, want.s.begin() + (n + 1) * per);
+    CHECK(harness::rel_err(got, end) < 1e-12);
+  }
+  for (index_t slot : {1, 2, 4})  // no sequence's slot: untouched
+    CHECK(std::equal(pool.begin() + slot * per, pool.begin() + (slot + 1) * per, before.begin() + slot * per));
 }
