@@ -376,3 +376,50 @@ TEST_CASE("Mamba decode on a state pool: sequences read and write their slots, p
   for (index_t slot : {1, 2, 4})  // no sequence's slot: untouched
     CHECK(std::equal(pool.begin() + slot * per, pool.begin() + (slot + 1) * per, before.begin() + slot * per));
 }
+
+TEST_CASE("Mamba on the official selective_scan_fn layout through strided views, no copies", "[mamba][layout]") {
+  // u, delta, z [batch, dim, L]; A [dim, N]; B, C [batch, G, N, L]; D, delta_bias [dim];
+  // last state [batch, dim, N]: channel c = hv V + d, groups G = H.
+  std::mt19937_64 rng(28);
+  const auto p = make(rng, {}, {.state = false});
+  const index_t dim = p.HV * p.V, L = p.T;
+  const auto channel_major = [&](const std::vector<double>& v) {  // [B, T, HV, V] -> [B, dim, L]
+    std::vector<double> o(v.size());
+    for (index_t b = 0; b < p.B; ++b)
+      for (index_t t = 0; t < L; ++t)
+        for (index_t c = 0; c < dim; ++c) o[std::size_t((b * dim + c) * L + t)] = v[std::size_t((b * L + t) * dim + c)];
+    return o;
+  };
+  const auto group_major = [&](const std::vector<double>& v) {  // [B, T, H, K] -> [B, H, K, L]
+    std::vector<double> o(v.size());
+    for (index_t b = 0; b < p.B; ++b)
+      for (index_t t = 0; t < L; ++t)
+        for (index_t i = 0; i < p.H * p.K; ++i) o[std::size_t((b * p.H * p.K + i) * L + t)] = v[std::size_t((b * L + t) * p.H * p.K + i)];
+    return o;
+  };
+  const auto u = channel_major(p.x), delta = channel_major(p.dt), z = channel_major(p.z);
+  const auto Bo = group_major(p.Bm), Co = group_major(p.Cm);
+  const la::index_t tok[] = {dim * L, 1, p.V * L, L}, grp[] = {p.H * p.K * L, 1, p.K * L, L};
+  const auto per_token = [&](const std::vector<double>& v, const la::index_t (&st)[4], index_t heads, index_t D) {
+    return la::view<const double>(v.data(), {p.B, L, heads, D}, st);
+  };
+  la::Mamba::inputs<double> in{.q = per_token(Co, grp, p.H, p.K), .k = per_token(Bo, grp, p.H, p.K),
+                               .v = per_token(u, tok, p.HV, p.V), .dt = per_token(delta, tok, p.HV, p.V),
+                               .A = la::view<const double>(p.A.data(), p.HV, p.V, p.K),  // [dim, N] as it is
+                               .D = la::view<const double>(p.D.data(), p.HV, p.V), .z = per_token(z, tok, p.HV, p.V),
+                               .dt_bias = la::view<const double>(p.dt_bias.data(), p.HV, p.V), .delta_softplus = true};
+  std::vector<double> out(u.size(), -5.0), last(std::size_t(p.B * dim * p.K), -5.0);
+  la::options<double> opt;
+  opt.chunk_size = 16;
+  opt.final_state = la::view(last.data(), {p.B, p.HV, p.K, p.V}, {dim * p.K, p.V * p.K, 1, p.K});
+  la::chunkwise_forward<la::Mamba>(in, la::view(out.data(), {p.B, L, p.HV, p.V}, {dim * L, 1, p.V * L, L}), opt);
+  const auto want = reference(p);
+  CHECK(harness::rel_err(out, channel_major(want.y)) < 1e-12);
+  std::vector<double> want_last(last.size());
+  for (index_t b = 0; b < p.B; ++b)
+    for (index_t c = 0; c < dim; ++c)
+      for (index_t n = 0; n < p.K; ++n)
+        want_last[std::size_t((b * dim + c) * p.K + n)] =
+            want.s[std::size_t(((b * p.HV + c / p.V) * p.K + n) * p.V + c % p.V)];
+  CHECK(harness::rel_err(last, want_last) < 1e-12);
+}
