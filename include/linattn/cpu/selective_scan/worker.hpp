@@ -34,10 +34,11 @@ class selective_scan_worker : public selective_scan_tokens<Rule, T, A> {
  public:
   using inputs_t = typename Rule::template inputs<T>;
   using state_scalar = A;
-  /// Channels per register block of the span kernel: two AVX-512 registers of float (two
-  /// independent recurrences in flight while the decays of later tokens are computed).
+  /// The span kernel's register block: `rows` state rows x `lanes` channels (4 x 32 floats: 8
+  /// AVX-512 registers of state), `rows` independent recurrences per token, and one load and
+  /// store of a token's output block per `rows` rows (4 x 32 measured fastest of {1, 2, 4} x
+  /// {16, 32} at V = K = 128: bench/README.md#mamba).
   static constexpr int lanes = 32;
-  /// State rows per register block of the span kernel.
   static constexpr int rows = 4;
 
   /// Workspace for spans of up to `capacity` tokens.
