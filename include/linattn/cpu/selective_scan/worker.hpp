@@ -36,8 +36,8 @@ class selective_scan_worker : public selective_scan_tokens<Rule, T, A> {
   using state_scalar = A;
   /// The span kernel's register block: `rows` state rows x `lanes` channels (4 x 32 floats: 8
   /// AVX-512 registers of state), `rows` independent recurrences per token, and one load and
-  /// store of a token's output block per `rows` rows (4 x 32 measured fastest of {1, 2, 4} x
-  /// {16, 32} at V = K = 128: bench/README.md#mamba).
+  /// store of a token's output block per `rows` rows (4 x 32 timed best of {1, 2, 4} x {16, 32}
+  /// at V = K = 128 on a busy machine, by a small margin: bench/README.md#mamba).
   static constexpr int lanes = 32;
   static constexpr int rows = 4;
 
