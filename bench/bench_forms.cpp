@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Recurrent vs parallel vs chunkwise forms of the rules (Hebbian, ScalarDecay, VectorDecay,
-/// Delta, GatedDelta, Longhorn, LonghornDiagonal, NLMS, KDA, mLSTM, and DeltaProduct /
+/// Delta, GatedDelta, Longhorn, LonghornDiagonal, NLMS, KDA, mLSTM, Mamba, and DeltaProduct /
 /// GatedDeltaProduct with n_h = product_steps) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
@@ -32,7 +32,7 @@ namespace {
 using namespace linattn::bench;
 
 /// Kinds of rules by their cost model.
-enum class kind { additive, delta, softmax };
+enum class kind { additive, delta, softmax, selective_scan };
 
 template <class Rule>
 constexpr kind kind_of() {
@@ -40,6 +40,7 @@ constexpr kind kind_of() {
                 std::is_same_v<typename Rule::family, linattn::householder_product_family>)
     return kind::delta;
   else if constexpr (std::is_same_v<typename Rule::family, linattn::softmax_family>) return kind::softmax;
+  else if constexpr (std::is_same_v<typename Rule::family, linattn::selective_scan_family>) return kind::selective_scan;
   else return kind::additive;
 }
 
@@ -61,6 +62,9 @@ constexpr bool decays() {
 ///              scores and their product with U~, and the three state products)
 /// Softmax attention (the quadratic reference), every form: L^2 (K + V), the causal half of
 /// the dense 2 L^2 (K + V) of docs/math.md#costs (scores Q K^T and their product with V).
+/// Selective scan (Mamba), per state element and token: Delta A, the decay, the write and the
+/// output term: recurrent and chunkwise 5 L K V (plus L K V exponentials); parallel
+/// 5 L^2 K V / 2 (every pair s <= t).
 /// Exponentials are not counted.
 double useful_flops(form f, kind r, bool decays, const shape& s, index_t steps = 1) {
   const double L = double(s.T * steps), K = double(s.K), V = double(s.V);
@@ -68,6 +72,7 @@ double useful_flops(form f, kind r, bool decays, const shape& s, index_t steps =
   const bool delta_family = r == kind::delta;
   double per_head = 0;
   if (r == kind::softmax) return L * L * (K + V) * double(s.B * s.H);
+  if (r == kind::selective_scan) return (f == form::parallel ? 2.5 * L : 5.0) * L * K * V * double(s.B * s.H);
   switch (f) {
     case form::recurrent: per_head = ((delta_family ? 6 : 4) + (decays ? 1 : 0)) * L * K * V; break;
     case form::chunkwise:
@@ -101,6 +106,8 @@ struct input_data {
   std::vector<float> k_steps;   // [B, T, product_steps, H, K]  DeltaProduct: unit keys
   std::vector<float> v_steps;   // [B, T, product_steps, H, V]
   std::vector<float> beta_steps;  // [B, T, product_steps, H]
+  std::vector<float> dt;          // [B, T, H, V]  Mamba's Delta before softplus: N(0,1) - 3 (Delta ~ 0.05)
+  std::vector<float> rates;       // [H, V, K]     Mamba's A[d, n] = -(n + 1) exp(N(0,1) / 4) (S4D-real-like)
 };
 
 /// The inputs of shape s; regenerated only when the size changes (rows of one size are
@@ -124,6 +131,9 @@ input_data& inputs_for(const shape& s) {
   fill(d.k_steps, tokens * product_steps * s.K, same);
   fill(d.v_steps, tokens * product_steps * s.V, same);
   fill(d.beta_steps, tokens * product_steps, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
+  fill(d.dt, tokens * s.V, [](float z) { return z - 3.0f; });
+  fill(d.rates, s.H * s.V * s.K, [](float z) { return -std::exp(z / 4.0f); });
+  for (std::size_t i = 0; i < d.rates.size(); ++i) d.rates[i] *= float(i % std::size_t(s.K) + 1);
   d.out.assign(static_cast<std::size_t>(tokens * s.V), 0.0f);
   for (auto* keys : {&d.k, &d.k_steps})
     for (std::size_t i = 0; i < keys->size(); i += std::size_t(s.K)) {  // unit-norm keys
@@ -154,6 +164,9 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = g_vec, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::mLSTM>) return {.q = q, .k = k, .v = v, .i = g, .f = beta};  // gates: any values
+  else if constexpr (std::is_same_v<Rule, la::Mamba>)  // q = C, k = B, v = x; Delta = softplus(dt)
+    return {.q = q, .k = k, .v = v, .dt = la::view(d.dt.data(), s.B, s.T, s.H, s.V),
+            .A = la::view(d.rates.data(), s.H, s.V, s.K), .delta_softplus = true};
   else if constexpr (std::is_same_v<typename Rule::family, la::householder_product_family>) {
     const index_t n = product_steps;
     const auto ks = la::view(d.k_steps.data(), s.B, s.T, n, s.H, s.K);  // [B, T, n, H, K]
@@ -301,6 +314,24 @@ void bench_copy(benchmark::State& state, double bytes, index_t copies) {
   state.counters["bytes_per_second"] = benchmark::Counter(2 * bytes * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+/// The exponentials alone of Mamba's main-job rows: T H K V = 4096 * 8 * 128 * 128 float exp
+/// (Eigen's vectorised exp, the one the selective-scan kernels use) over a [K, V] block of
+/// non-positive arguments that stays in cache. Every exact form of the selective scan evaluates
+/// at least this many (one distinct decay per token, state index and channel): the floor of
+/// both its recurrent and its chunkwise rows (bench/README.md).
+void bench_scan_exps(benchmark::State& state) {
+  const index_t block = 128 * 128, blocks = 4096 * 8;
+  std::mt19937 rng(3);
+  std::vector<float> x, y(static_cast<std::size_t>(block));
+  fill_normal(x, block, rng, [](float z) { return -std::abs(z); });
+  for (auto _ : state)
+    for (index_t i = 0; i < blocks; ++i) {
+      Eigen::Map<Eigen::ArrayXf>(y.data(), block) = Eigen::Map<const Eigen::ArrayXf>(x.data(), block).exp();
+      benchmark::DoNotOptimize(y.data());
+      benchmark::ClobberMemory();
+    }
+}
+
 /// Per-row run settings of a mode: min_time in seconds (0 = the flag's), fixed iterations
 /// (0 = automatic) and repetitions (0 = the flag's; the summary takes their median).
 struct run_settings {
@@ -380,7 +411,7 @@ enum class mode { main_job, sweep, delta, threads, decode, smoke };
 
 void register_all(mode m) {
   using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA, la::mLSTM;
-  using la::LonghornDiagonal, la::DeltaProduct, la::GatedDeltaProduct;
+  using la::LonghornDiagonal, la::DeltaProduct, la::GatedDeltaProduct, la::Mamba;
   if (m == mode::main_job) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
     // (TTT-Linear has its own executable, linattn_bench_ttt; RLS's state is [K, V + K].)
@@ -389,6 +420,10 @@ void register_all(mode m) {
     add_rules<Delta, Longhorn, LonghornDiagonal, NLMS, KDA, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
     // n_h = 2: the parallel form would be one 8192-sub-step system per head (O(L^2) memory).
     add_rules<DeltaProduct, GatedDeltaProduct>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
+    // Mamba: the T x T form costs T^2 K V / 2 exponentials per head (1.1e12 here): not run.
+    add_rules<Mamba>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
+    add_row("Mamba_exps_only", row_info{"", form::recurrent, shape{}, 0});
+    apply(benchmark::RegisterBenchmark("Mamba_exps_only", bench_scan_exps), r, false);
     add_softmax(shape{1, 4096, 8, 128, 128, 64}, {64, 128}, {1, 2}, false, r);
     add_gemm(r);
   } else if (m == mode::delta) {
@@ -440,8 +475,8 @@ void register_all(mode m) {
       }
   } else {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
-    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, LonghornDiagonal, KDA, mLSTM, DeltaProduct,
-              GatedDeltaProduct>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
+    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, LonghornDiagonal, KDA, mLSTM, Mamba,
+              DeltaProduct, GatedDeltaProduct>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_softmax(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});
   }

@@ -15,6 +15,9 @@
 ///                        for sub-step j; log_gate(in, b, t, hv) for scalar decay
 ///   ttt_family           step(in, b, t, hv), tau(in, i), ln_eps
 ///   rls_family           log_gate(in, b, t, hv), state_columns(K, V)
+///   selective_scan_family  delta(in, b, t, hv, d) (Delta_t[d] >= 0), rate(in, hv, d, n)
+///                        (A[d, n] <= 0), both in double; inputs<T> has views D and z
+///                        (cpu/selective_scan/worker.hpp)
 ///   softmax, local-linear families: nothing beyond `rule`
 ///
 /// A family of your own states its contract the same way (docs/design.md).
@@ -63,6 +66,14 @@ concept tau = requires(const probe_inputs<R>& in, index_t i) {
 template <class R>
 concept ln_eps = requires {
   { R::ln_eps } -> std::convertible_to<double>;
+};
+template <class R>
+concept channel_delta = requires(const probe_inputs<R>& in, index_t i) {
+  { R::delta(in, i, i, i, i) } -> std::convertible_to<double>;
+};
+template <class R>
+concept state_rate = requires(const probe_inputs<R>& in, index_t i) {
+  { R::rate(in, i, i, i) } -> std::convertible_to<double>;
 };
 template <class R>
 concept state_columns = requires(index_t n) {
@@ -128,6 +139,13 @@ constexpr bool check_contract() {
                   "linattn: an rls_family rule needs static T log_gate(const inputs<T>&, index_t b, index_t t, index_t hv)");
     static_assert(contract::state_columns<Rule>, "linattn: an rls_family rule needs static index_t state_columns(index_t K, index_t V)");
     ok = contract::scalar_log_gate<Rule> && contract::state_columns<Rule>;
+  }
+  if constexpr (std::same_as<F, selective_scan_family>) {
+    static_assert(contract::channel_delta<Rule>,
+                  "linattn: a selective_scan_family rule needs static double delta(const inputs<T>&, index_t b, index_t t, index_t hv, index_t d)");
+    static_assert(contract::state_rate<Rule>,
+                  "linattn: a selective_scan_family rule needs static double rate(const inputs<T>&, index_t hv, index_t d, index_t n)");
+    ok = contract::channel_delta<Rule> && contract::state_rate<Rule>;
   }
   return ok;
 }

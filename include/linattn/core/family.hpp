@@ -36,6 +36,13 @@ struct rls_family {
 struct mlstm_family {
   static constexpr bool checkpoints = false;
 };
+/// Diagonal selective state space (Mamba-1, S6): a decay per state element,
+/// h_t[n, d] = exp(Delta_t[d] A[d, n]) h_{t-1}[n, d] + Delta_t[d] B_t[n] x_t[d]. The decay
+/// depends on both state dims, so it is no rank-1 chunk algebra of the linear families. State
+/// pools, no checkpoints.
+struct selective_scan_family {
+  static constexpr bool checkpoints = false;
+};
 /// Nonparametric regression over all earlier tokens: no matrix state, a KV cache.
 struct softmax_family {
   static constexpr bool has_state = false;

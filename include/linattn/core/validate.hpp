@@ -9,7 +9,8 @@
 /// Hooks a rule may define (all optional):
 ///   check_inputs(in, c)   register its extra inputs: c.per_token(name, view, range),
 ///                         c.per_key(name, view, range), c.per_step(name, view, range) (a
-///                         Householder product's [B, T, n_h, HV]); c.fail(arg, msg)
+///                         Householder product's [B, T, n_h, HV]), c.per_channel(name, view,
+///                         range) ([B, T, HV, V], a selective scan's Delta); c.fail(arg, msg)
 ///   check_call(in, c)     checks that need the validated sizes, options or outputs, run after
 ///                         the common ones: c.expect(...), c.extra_input(...),
 ///                         c.extra_output(...), c.sizes(), c.call_form(), c.opts()
@@ -117,6 +118,15 @@ class call_checker {
   /// A per-token, per-key input of shape [B, T, HV, K] (vector gates).
   void per_key(const char* name, const tensor_view<const T, 4>& x, value_range range) {
     expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
+    inputs_.push_back(region_of(name, x));
+    scans_.push_back([this, name, x, range] { scan(name, x, range); });
+  }
+
+  /// A per-token, per-channel input of shape [B, T, HV, V] (a selective scan's Delta, z);
+  /// `required` false: a missing view passes.
+  void per_channel(const char* name, const tensor_view<const T, 4>& x, value_range range, bool required = true) {
+    expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]", required);
+    if (!x.given()) return;
     inputs_.push_back(region_of(name, x));
     scans_.push_back([this, name, x, range] { scan(name, x, range); });
   }

@@ -9,6 +9,7 @@
 #include "linear/backward/algorithms.hpp"
 #include "linear/householder_product.hpp"
 #include "mlstm/algorithms.hpp"
+#include "selective_scan/algorithms.hpp"
 #include "rls/algorithms.hpp"
 #include "softmax/algorithms.hpp"
 #include "ttt/algorithms.hpp"

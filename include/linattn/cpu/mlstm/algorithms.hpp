@@ -25,16 +25,7 @@ template <>
 struct algorithm<mlstm_family, form::decode> : cpu::token_forms<cpu::worker_tokens<cpu::mlstm_worker>> {};
 
 template <>
-struct algorithm<mlstm_family, form::chunkwise> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_head_states<cpu::mlstm_worker<Rule, T, state_t<T>>>(
-        in, opt.initial_state, opt.final_state, p, p.chunk, [&](auto& w, index_t b, index_t t0, index_t n, auto... a) {
-          cpu::for_each_span(n, p.chunk, [&](index_t t, index_t m) { w.span(in, out, b, t0 + t, m, a...); });
-        });
-  }
-};
+struct algorithm<mlstm_family, form::chunkwise> : cpu::worker_chunks<cpu::mlstm_worker> {};
 
 /// The whole sequence as one span (capacity: the longest sequence of the call).
 template <>

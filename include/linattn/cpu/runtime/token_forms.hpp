@@ -31,6 +31,21 @@ struct token_forms {
   }
 };
 
+/// The chunkwise cell of a family whose per-head worker carries the task's state (mLSTM, the
+/// selective scan): Worker<Rule, T, A>::span(in, out, b, t0, n, hq, hv, scale) chunk by chunk
+/// (capacity: options::chunk_size), the state carried from one chunk to the next.
+template <template <class, class, class> class Worker>
+struct worker_chunks {
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt, const detail::problem& p) {
+    run_head_states<Worker<Rule, T, state_t<T>>>(
+        in, opt.initial_state, opt.final_state, p, p.chunk, [&](auto& w, index_t b, index_t t0, index_t n, auto... a) {
+          for_each_span(n, p.chunk, [&](index_t t, index_t m) { w.span(in, out, b, t0 + t, m, a...); });
+        });
+  }
+};
+
 /// The Tokens of a family whose per-head worker carries the task's state (RLS, mLSTM):
 /// Worker<Rule, T, A>::tokens(in, out, b, t0, n, hq, hv, scale) over every sequence.
 template <template <class, class, class> class Worker>

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The four forms of the selective-scan family on the CPU (docs/math.md#mamba): recurrent and
+/// decode token by token, chunkwise chunk by chunk (the state carried between), parallel by the
+/// T x T form over the whole sequence. State `[N, HV, K, V]` (rules/mamba.hpp). (Sequence, value
+/// head) pairs run on the threads; each is sequential, so results do not depend on the thread
+/// count.
+#pragma once
+
+#include <algorithm>
+
+#include "../../core/dispatch.hpp"
+#include "../../core/family.hpp"
+#include "../../core/options.hpp"
+#include "../runtime/task_runner.hpp"
+#include "../runtime/token_forms.hpp"
+#include "worker.hpp"
+
+namespace linattn::detail {
+
+template <>
+struct algorithm<selective_scan_family, form::recurrent>
+    : cpu::token_forms<cpu::worker_tokens<cpu::selective_scan_worker>> {};
+
+template <>
+struct algorithm<selective_scan_family, form::decode>
+    : cpu::token_forms<cpu::worker_tokens<cpu::selective_scan_worker>> {};
+
+template <>
+struct algorithm<selective_scan_family, form::chunkwise> : cpu::worker_chunks<cpu::selective_scan_worker> {};
+
+/// The whole sequence as one T x T block (capacity: the longest sequence of the call).
+template <>
+struct algorithm<selective_scan_family, form::parallel> {
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt, const problem& p) {
+    cpu::run_head_states<cpu::selective_scan_worker<Rule, T, state_t<T>>>(
+        in, opt.initial_state, opt.final_state, p, std::max<index_t>(1, p.max_length()),
+        [&](auto& w, auto... a) { w.pairs(in, out, a...); });
+  }
+};
+
+}  // namespace linattn::detail
