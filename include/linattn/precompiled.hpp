@@ -26,6 +26,7 @@
 #include "rules/local_linear_attention.hpp"
 #include "rules/longhorn.hpp"
 #include "rules/longhorn_diagonal.hpp"
+#include "rules/mamba.hpp"
 #include "rules/mlstm.hpp"
 #include "rules/nlms.hpp"
 #include "rules/rls.hpp"
@@ -40,8 +41,8 @@
 #define LINATTN_PRECOMPILED_HOUSEHOLDER(X, T) \
   X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::NLMS, T) X(linattn::KDA, T)
 #define LINATTN_PRECOMPILED_OTHER(X, T)                                                                      \
-  X(linattn::DeltaProduct, T) X(linattn::GatedDeltaProduct, T) X(linattn::mLSTM, T) X(linattn::RLS, T) \
-  X(linattn::TTTLinear, T)
+  X(linattn::DeltaProduct, T) X(linattn::GatedDeltaProduct, T) X(linattn::mLSTM, T) X(linattn::Mamba, T) \
+  X(linattn::RLS, T) X(linattn::TTTLinear, T)
 #define LINATTN_PRECOMPILED_BACKWARD_ADDITIVE(X, T) X(linattn::Hebbian, T) X(linattn::ScalarDecay, T) X(linattn::VectorDecay, T)
 #define LINATTN_PRECOMPILED_BACKWARD_HOUSEHOLDER(X, T) \
   X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::NLMS, T)
