@@ -25,6 +25,7 @@
 #include "rules/gated_delta.hpp"
 #include "rules/delta_product.hpp"
 #include "rules/kda.hpp"
+#include "rules/rwkv7.hpp"
 #include "rules/mamba2.hpp"
 #include "rules/mlstm.hpp"
 #include "rules/longhorn.hpp"
