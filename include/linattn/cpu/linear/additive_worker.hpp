@@ -179,7 +179,7 @@ class additive_worker {
   static A ex(Cum x) { return std::exp(static_cast<A>(x)); }
   template <class E>
   static auto ex(const Eigen::DenseBase<E>& x) {
-    return x.derived().template cast<A>().array().exp().matrix();
+    return decay_exp<A>(x);
   }
 
   /// P[0:m, 0:r1] = causal decayed scores of rows [r0, r1) against keys [0, r1).

@@ -62,11 +62,11 @@ class dplr_worker {
 
     // a_{t+1} in row t (it reads the state of token t, under c_t); then Â = a ⊙ exp(c_{t-1}).
     An_.topRows(m) = Ad_.middleRows(1, m);
-    Ad_.middleRows(1, m) = Ad_.middleRows(1, m).cwiseProduct(ex(c_.topRows(m)));
-    Qd_.topRows(n) = Q_.topRows(n).cwiseProduct(ex(c_.topRows(n)));
-    Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-c_.topRows(n)).rowwise() + c_.row(n - 1)));
-    Bf_.topRows(n) = Bw_.topRows(n).cwiseProduct(ex((-c_.topRows(n)).rowwise() + c_.row(n - 1)));
-    f_ = ex(c_.row(n - 1));
+    Ad_.middleRows(1, m) = Ad_.middleRows(1, m).cwiseProduct(decay_exp<A>(c_.topRows(m)));
+    Qd_.topRows(n) = Q_.topRows(n).cwiseProduct(decay_exp<A>(c_.topRows(n)));
+    Kf_.topRows(n) = K_.topRows(n).cwiseProduct(decay_exp<A>((-c_.topRows(n)).rowwise() + c_.row(n - 1)));
+    Bf_.topRows(n) = Bw_.topRows(n).cwiseProduct(decay_exp<A>((-c_.topRows(n)).rowwise() + c_.row(n - 1)));
+    f_ = decay_exp<A>(c_.row(n - 1));
 
     // M's strictly lower part: -L_b (unit_lower_solve inverts I + M). Row 0 has none.
     auto Lb = M_.block(1, 0, m, m);
@@ -113,11 +113,6 @@ class dplr_worker {
   }
 
  private:
-  template <class E>
-  static auto ex(const Eigen::DenseBase<E>& x) {
-    return x.derived().template cast<A>().array().exp().matrix();
-  }
-
   /// Pk_, Pb_ [0:r1-r0, 0:r1] = causal scores of the query rows [r0, r1) against k and b.
   void output_scores(index_t r0, index_t r1) {
     sk_(Q_, Pk_.topLeftCorner(r1 - r0, r1), r0, r1);

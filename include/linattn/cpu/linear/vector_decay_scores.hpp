@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/config.hpp"
@@ -22,6 +23,15 @@
 #include "safe_coefficients.hpp"
 
 namespace linattn::cpu {
+
+/// exp of a (non-positive) log-gate expression, evaluated in A. Eigen 3.4's cast has no packet
+/// access even to the same type, so a cast would make the whole expression scalar (one std::exp
+/// call per entry): it is skipped when the scalar already is A.
+template <class A, class E>
+auto decay_exp(const Eigen::DenseBase<E>& x) {
+  if constexpr (std::is_same_v<typename E::Scalar, A>) return x.derived().array().exp().matrix();
+  else return x.derived().template cast<A>().array().exp().matrix();
+}
 
 /// cum[r, d] = sum of the floored log gates of key dimension d over tokens [t0, t0 + r],
 /// r in [0, n).   cum: [cap, K]
@@ -52,8 +62,8 @@ class vector_decay_scores {
     for (index_t i = 0; i < n; ++i) {
       const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
       const index_t ps = std::min(i / sub * sub + sub - 1, n - 1);
-      Kt_.row(i) = K.row(i).cwiseProduct(ex(b.row(pt) - b.row(i)));
-      Ks_.row(i) = K.row(i).cwiseProduct(ex(b.row(ps) - b.row(i)));
+      Kt_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(pt) - b.row(i)));
+      Ks_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(ps) - b.row(i)));
     }
   }
 
@@ -69,7 +79,7 @@ class vector_decay_scores {
       if (a0 > r0) pivot_block(Src, P, a0, a1, r0, r0, Ks_, sub);
       for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
         for (index_t c = a0; c <= i; ++c)
-          P(i - r0, c) = Src.row(i).cwiseProduct(K.row(c)).cwiseProduct(ex(b.row(i) - b.row(c))).sum();
+          P(i - r0, c) = Src.row(i).cwiseProduct(K.row(c)).cwiseProduct(decay_exp<A>(b.row(i) - b.row(c))).sum();
         P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
       }
     }
@@ -85,11 +95,6 @@ class vector_decay_scores {
   }
 
  private:
-  template <class E>
-  static auto ex(const Eigen::DenseBase<E>& x) {
-    return x.derived().template cast<A>().array().exp().matrix();
-  }
-
   /// Rows [a0, a1) of Src against keys [c0, a0) through the pivot e = a0 - 1, into rows
   /// [a0 - r0, a1 - r0) of P: Src rows decayed to e, keys (pre-decayed to their block's last row
   /// in Kpre, block size bs) decayed on to e.
@@ -98,10 +103,10 @@ class vector_decay_scores {
                    index_t bs) {
     const mat<Cum>& b = *b_;
     const index_t e = a0 - 1, ma = a1 - a0;
-    Ss_.topRows(ma) = Src.middleRows(a0, ma).cwiseProduct(ex(b.middleRows(a0, ma).rowwise() - b.row(e)));
+    Ss_.topRows(ma) = Src.middleRows(a0, ma).cwiseProduct(decay_exp<A>(b.middleRows(a0, ma).rowwise() - b.row(e)));
     for (index_t j = c0; j < a0; j += bs) {
       const index_t p = j + bs - 1;  // blocks before a0 are full
-      f_ = ex(b.row(e) - b.row(p));
+      f_ = decay_exp<A>(b.row(e) - b.row(p));
       Kf_.middleRows(j, bs).noalias() = Kpre.middleRows(j, bs) * f_.asDiagonal();
     }
     P.block(a0 - r0, c0, ma, a0 - c0).noalias() = Ss_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
