@@ -7,6 +7,7 @@
 // carry and the argument checks.
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -116,20 +117,18 @@ rresult reference(const rproblem& p, double scale) {
   return r;
 }
 
-enum class rform { recurrent, chunkwise, parallel, decode };
-const char* name(rform f) {
-  return f == rform::recurrent ? "recurrent" : f == rform::chunkwise ? "chunkwise" : f == rform::parallel ? "parallel" : "decode";
-}
-constexpr rform all_forms[] = {rform::recurrent, rform::chunkwise, rform::parallel, rform::decode};
+using rform = harness::form;
+using harness::name;
 
 template <class T>
 la::tensor_view<const T, 4> tok(const std::vector<T>& x, const rproblem& p, index_t t0, index_t len, index_t heads, index_t D) {
   return la::tensor_view<const T, 4>(x.data() + t0 * heads * D, {p.B, len, heads, D}, {p.T * heads * D, heads * D, D, 1});
 }
 
-/// Runs one form with scalar type T (options::scale left unset when scale < 0).
+/// Runs one form with scalar type T (options::scale left unset when scale < 0) over tokens
+/// [t0, p.T) of p, from p.s0; outputs of earlier tokens stay -5.
 template <class T>
-rresult run(rform f, const rproblem& p, index_t chunk = 16, int threads = 0, double scale = -1) {
+rresult run(rform f, const rproblem& p, index_t chunk = 16, int threads = 0, double scale = -1, index_t t0 = 0) {
   using A = la::state_t<T>;
   auto cast = [](const std::vector<double>& x) { return std::vector<T>(x.begin(), x.end()); };
   const auto q = cast(p.q), k = cast(p.k), v = cast(p.v), g = cast(p.g), a = cast(p.a), b = cast(p.b);
@@ -150,20 +149,14 @@ rresult run(rform f, const rproblem& p, index_t chunk = 16, int threads = 0, dou
   const auto o_at = [&](index_t t0, index_t len) {
     return la::tensor_view<T, 4>(out.data() + t0 * p.HV * p.V, {p.B, len, p.HV, p.V}, {p.T * p.HV * p.V, p.HV * p.V, p.V, 1});
   };
-  if (f == rform::decode) {
+  if (f == rform::decode) {  // decode runs on the final-state buffer, from the initial state
     REQUIRE(p.cu.empty());
     if (!p.s0.empty()) std::copy(s0.begin(), s0.end(), s1.begin());
     else std::fill(s1.begin(), s1.end(), A(0));
-    la::options<A> dopt;
-    dopt.threads = threads;
-    if (scale >= 0) dopt.scale = scale;
-    for (index_t t = 0; t < p.T; ++t) la::decode_step<la::RWKV7>(in_at(t, 1), o_at(t, 1), la::view(s1.data(), p.N(), p.HV, p.K, p.V), dopt);
-  } else {
-    const auto in = in_at(0, p.T);
-    if (f == rform::recurrent) la::recurrent_forward<la::RWKV7>(in, o_at(0, p.T), opt);
-    if (f == rform::chunkwise) la::chunkwise_forward<la::RWKV7>(in, o_at(0, p.T), opt);
-    if (f == rform::parallel) la::parallel_forward<la::RWKV7>(in, o_at(0, p.T), opt);
   }
+  const auto in_from = [&](index_t t, index_t len) { return in_at(t0 + t, len); };
+  const auto o_from = [&](index_t t, index_t len) { return o_at(t0 + t, len); };
+  harness::run_form<la::RWKV7>(f, p.T - t0, in_from, o_from, opt, la::view(s1.data(), p.N(), p.HV, p.K, p.V));
   return {std::vector<double>(out.begin(), out.end()), std::vector<double>(s1.begin(), s1.end())};
 }
 
@@ -175,6 +168,23 @@ double tol() {
 bool all_finite(const std::vector<double>& x) {
   return std::all_of(x.begin(), x.end(), [](double e) { return std::isfinite(e); });
 }
+
+/// Every form of `forms` at every chunk size of `chunks` matches `want` (outputs, final state),
+/// finite throughout.
+template <class T>
+void expect_forms(const rproblem& p, const rresult& want, std::initializer_list<rform> forms,
+                  std::initializer_list<index_t> chunks, double scale = -1) {
+  for (rform f : forms)
+    for (index_t C : chunks) {
+      CAPTURE(name(f), C);
+      const auto got = run<T>(f, p, C, 0, scale);
+      CHECK(all_finite(got.o));
+      CHECK(all_finite(got.s));
+      CHECK(harness::rel_err(got.o, want.o) < tol<T>());
+      CHECK(harness::rel_err(got.s, want.s) < tol<T>());
+    }
+}
+constexpr auto every_form = {rform::recurrent, rform::chunkwise, rform::parallel, rform::decode};
 }  // namespace
 
 TEST_CASE("RWKV-7 reference: a zero low-rank part is the vector-decay rule, a decay of 1 keeps the state", "[rwkv7]") {
@@ -200,14 +210,8 @@ TEMPLATE_TEST_CASE("RWKV-7: every form matches the float64 reference (odd T, K !
   for (low_rank lr : {low_rank::rwkv7, low_rank::free})
     for (bool s0 : {true, false}) {
       const auto p = make(rng, {}, lr, decays::mild, s0);
-      const auto want = reference(p, 1.0);  // RWKV-7's default scale is 1
-      for (rform f : all_forms)
-        for (index_t C : {1, 16, 64}) {
-          CAPTURE(name(f), C, s0, lr == low_rank::rwkv7);
-          const auto got = run<TestType>(f, p, C);
-          CHECK(harness::rel_err(got.o, want.o) < tol<TestType>());
-          CHECK(harness::rel_err(got.s, want.s) < tol<TestType>());
-        }
+      CAPTURE(s0, lr == low_rank::rwkv7);
+      expect_forms<TestType>(p, reference(p, 1.0), every_form, {1, 16, 64});  // RWKV-7's default scale is 1
     }
 }
 
@@ -218,14 +222,8 @@ TEMPLATE_TEST_CASE("RWKV-7: spans of several 64-row tiles (long chunks, the para
   shape.B = 1, shape.T = 203, shape.H = 1, shape.HV = 2, shape.K = 24, shape.V = 20;
   for (low_rank lr : {low_rank::rwkv7, low_rank::free}) {
     const auto p = make(rng, shape, lr, decays::mild, true);
-    const auto want = reference(p, 0.37);
-    for (rform f : all_forms)
-      for (index_t C : {48, 100, 160}) {
-        CAPTURE(name(f), C, lr == low_rank::rwkv7);
-        const auto got = run<TestType>(f, p, C, 0, 0.37);
-        CHECK(harness::rel_err(got.o, want.o) < tol<TestType>());
-        CHECK(harness::rel_err(got.s, want.s) < tol<TestType>());
-      }
+    CAPTURE(lr == low_rank::rwkv7);
+    expect_forms<TestType>(p, reference(p, 0.37), every_form, {48, 100, 160}, 0.37);
   }
 }
 
@@ -235,14 +233,7 @@ TEMPLATE_TEST_CASE("RWKV-7: a packed batch (one-token and empty sequences) with 
   rproblem shape;
   shape.B = 1, shape.T = 151, shape.cu = {0, 1, 1, 70, 71, 151};
   const auto p = make(rng, shape, low_rank::rwkv7, decays::mild, true);
-  const auto want = reference(p, 1.0);
-  for (rform f : {rform::recurrent, rform::chunkwise, rform::parallel})
-    for (index_t C : {16, 32}) {
-      CAPTURE(name(f), C);
-      const auto got = run<TestType>(f, p, C);
-      CHECK(harness::rel_err(got.o, want.o) < tol<TestType>());
-      CHECK(harness::rel_err(got.s, want.s) < tol<TestType>());
-    }
+  expect_forms<TestType>(p, reference(p, 1.0), {rform::recurrent, rform::chunkwise, rform::parallel}, {16, 32});
 }
 
 TEMPLATE_TEST_CASE("RWKV-7: log decays of exactly 0, -60 and -1e4 stay finite and match float64", "[rwkv7][robustness]",
@@ -252,16 +243,8 @@ TEMPLATE_TEST_CASE("RWKV-7: log decays of exactly 0, -60 and -1e4 stay finite an
     rproblem shape;
     shape.T = 77;
     const auto p = make(rng, shape, lr, decays::hard, true);
-    const auto want = reference(p, 1.0);
-    for (rform f : all_forms)
-      for (index_t C : {16, 64}) {
-        CAPTURE(name(f), C, lr == low_rank::rwkv7);
-        const auto got = run<TestType>(f, p, C);
-        CHECK(all_finite(got.o));
-        CHECK(all_finite(got.s));
-        CHECK(harness::rel_err(got.o, want.o) < tol<TestType>());
-        CHECK(harness::rel_err(got.s, want.s) < tol<TestType>());
-      }
+    CAPTURE(lr == low_rank::rwkv7);
+    expect_forms<TestType>(p, reference(p, 1.0), every_form, {16, 64});
   }
 }
 
@@ -305,12 +288,7 @@ TEMPLATE_TEST_CASE("RWKV-7 with a = -beta (exp(g) ⊙ k), b = k and values beta 
   const std::vector<double> kda_o(out.begin(), out.end()), kda_s(s1.begin(), s1.end());
   CHECK(harness::rel_err(kda_o, want.o) < tol<T>());
   CHECK(harness::rel_err(kda_s, want.s) < tol<T>());
-  for (rform f : all_forms) {
-    CAPTURE(name(f));
-    const auto got = run<T>(f, p, 16, 0, scale);
-    CHECK(harness::rel_err(got.o, kda_o) < tol<T>());
-    CHECK(harness::rel_err(got.s, kda_s) < tol<T>());
-  }
+  expect_forms<T>(p, {kda_o, kda_s}, every_form, {16}, scale);
 }
 
 TEST_CASE("RWKV-7: results do not depend on the thread count, and two calls equal one", "[rwkv7][threads][state]") {
@@ -328,24 +306,23 @@ TEST_CASE("RWKV-7: results do not depend on the thread count, and two calls equa
   }
   // The first 23 tokens, then the rest from the state they leave (C = 16: a chunk boundary inside).
   const auto p = make(rng, {}, low_rank::free, decays::mild, true);
-  auto head = p, tail = p;
   const index_t split = 23;
-  const auto cut = [&](const std::vector<double>& x, index_t per, index_t t0, index_t t1) {
+  auto head = p, tail = p;
+  head.T = split;  // the first 23 tokens of each batch row: p's rows, cut short
+  for (auto* x : {&head.q, &head.k, &head.v, &head.g, &head.a, &head.b}) {
+    const std::size_t per = x->size() / std::size_t(p.B * p.T);
     std::vector<double> y;
-    for (index_t b = 0; b < p.B; ++b) y.insert(y.end(), x.begin() + (b * p.T + t0) * per, x.begin() + (b * p.T + t1) * per);
-    return y;
-  };
-  for (auto* part : {&head, &tail}) {
-    const index_t t0 = part == &head ? 0 : split, t1 = part == &head ? split : p.T;
-    part->T = t1 - t0;
-    part->q = cut(p.q, p.H * p.K, t0, t1), part->k = cut(p.k, p.H * p.K, t0, t1), part->v = cut(p.v, p.HV * p.V, t0, t1);
-    part->g = cut(p.g, p.HV * p.K, t0, t1), part->a = cut(p.a, p.HV * p.K, t0, t1), part->b = cut(p.b, p.HV * p.K, t0, t1);
+    for (index_t b = 0; b < p.B; ++b)
+      y.insert(y.end(), x->begin() + std::ptrdiff_t(std::size_t(b * p.T) * per),
+               x->begin() + std::ptrdiff_t(std::size_t(b * p.T + split) * per));
+    *x = y;
   }
-  const auto first = run<double>(rform::chunkwise, head, 16);
-  tail.s0 = first.s;
-  const auto second = run<double>(rform::chunkwise, tail, 16);
-  const auto whole = run<double>(rform::chunkwise, p, 16);
-  CHECK(harness::rel_err(second.o, cut(whole.o, p.HV * p.V, split, p.T)) < 1e-10);
+  tail.s0 = run<double>(rform::chunkwise, head, 16).s;
+  const auto second = run<double>(rform::chunkwise, tail, 16, 0, -1, split);  // tokens [23, T)
+  auto whole = run<double>(rform::chunkwise, p, 16);
+  for (index_t b = 0; b < p.B; ++b)  // the rows the second call does not write
+    std::fill_n(whole.o.begin() + std::ptrdiff_t(b * p.T * p.HV * p.V), split * p.HV * p.V, -5.0);
+  CHECK(harness::rel_err(second.o, whole.o) < 1e-10);
   CHECK(harness::rel_err(second.s, whole.s) < 1e-10);
 }
 

@@ -145,7 +145,7 @@ class additive_worker {
       }
       gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = f});
     } else {
-      Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
+      for (index_t r = 0; r < n; ++r) Kf_.row(r) = K_.row(r).cwiseProduct(ex(b_.row(n - 1) - b_.row(r)));  // vectorised exps
       f_ = ex(b_.row(n - 1));
       H = f_.asDiagonal() * H;
       gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = A(1)});

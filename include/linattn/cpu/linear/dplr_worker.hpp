@@ -64,8 +64,10 @@ class dplr_worker {
     An_.topRows(m) = Ad_.middleRows(1, m);
     Ad_.middleRows(1, m) = Ad_.middleRows(1, m).cwiseProduct(decay_exp<A>(c_.topRows(m)));
     Qd_.topRows(n) = Q_.topRows(n).cwiseProduct(decay_exp<A>(c_.topRows(n)));
-    Kf_.topRows(n) = K_.topRows(n).cwiseProduct(decay_exp<A>((-c_.topRows(n)).rowwise() + c_.row(n - 1)));
-    Bf_.topRows(n) = Bw_.topRows(n).cwiseProduct(decay_exp<A>((-c_.topRows(n)).rowwise() + c_.row(n - 1)));
+    for (index_t r = 0; r < n; ++r) {  // row by row: vectorised exps (decay_exp)
+      Kf_.row(r) = K_.row(r).cwiseProduct(decay_exp<A>(c_.row(n - 1) - c_.row(r)));
+      Bf_.row(r) = Bw_.row(r).cwiseProduct(decay_exp<A>(c_.row(n - 1) - c_.row(r)));
+    }
     f_ = decay_exp<A>(c_.row(n - 1));
 
     // M's strictly lower part: -L_b (unit_lower_solve inverts I + M). Row 0 has none.

@@ -26,7 +26,8 @@ namespace linattn::cpu {
 
 /// exp of a (non-positive) log-gate expression, evaluated in A. Eigen 3.4's cast has no packet
 /// access even to the same type, so a cast would make the whole expression scalar (one std::exp
-/// call per entry): it is skipped when the scalar already is A.
+/// call per entry): it is skipped when the scalar already is A. (So is rowwise(): its Replicate
+/// has no packet access either; the callers decay row by row.)
 template <class A, class E>
 auto decay_exp(const Eigen::DenseBase<E>& x) {
   if constexpr (std::is_same_v<typename E::Scalar, A>) return x.derived().array().exp().matrix();
@@ -103,7 +104,7 @@ class vector_decay_scores {
                    index_t bs) {
     const mat<Cum>& b = *b_;
     const index_t e = a0 - 1, ma = a1 - a0;
-    Ss_.topRows(ma) = Src.middleRows(a0, ma).cwiseProduct(decay_exp<A>(b.middleRows(a0, ma).rowwise() - b.row(e)));
+    for (index_t i = 0; i < ma; ++i) Ss_.row(i) = Src.row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
     for (index_t j = c0; j < a0; j += bs) {
       const index_t p = j + bs - 1;  // blocks before a0 are full
       f_ = decay_exp<A>(b.row(e) - b.row(p));
