@@ -7,6 +7,7 @@
 // carry and the argument checks.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <random>
@@ -126,13 +127,17 @@ la::tensor_view<const T, 4> tok(const std::vector<T>& x, const rproblem& p, inde
 }
 
 /// Runs one form with scalar type T (options::scale left unset when scale < 0) over tokens
-/// [t0, p.T) of p, from p.s0; outputs of earlier tokens stay -5.
+/// [t0, p.T) of p, from p.s0; outputs of earlier tokens stay -5. With `slots`, the states live
+/// in a pool of N + 2 slots (options::state_indices, in place; the unused slots hold 0.5 and
+/// must keep it).
 template <class T>
-rresult run(rform f, const rproblem& p, index_t chunk = 16, int threads = 0, double scale = -1, index_t t0 = 0) {
+rresult run(rform f, const rproblem& p, index_t chunk = 16, int threads = 0, double scale = -1, index_t t0 = 0,
+            const std::vector<std::int32_t>* slots = nullptr) {
   using A = la::state_t<T>;
   auto cast = [](const std::vector<double>& x) { return std::vector<T>(x.begin(), x.end()); };
   const auto q = cast(p.q), k = cast(p.k), v = cast(p.v), g = cast(p.g), a = cast(p.a), b = cast(p.b);
-  std::vector<A> s0(p.s0.begin(), p.s0.end()), s1(std::size_t(p.N() * p.HV * p.K * p.V), A(-5));
+  const index_t per = p.HV * p.K * p.V, P = slots ? p.N() + 2 : p.N();
+  std::vector<A> s0(p.s0.begin(), p.s0.end()), s1(std::size_t(P * per), A(slots ? 0.5 : -5));
   std::vector<T> out(p.v.size(), T(-5));
   la::options<A> opt;
   opt.chunk_size = chunk;
@@ -141,6 +146,14 @@ rresult run(rform f, const rproblem& p, index_t chunk = 16, int threads = 0, dou
   if (!p.s0.empty()) opt.initial_state = la::view<const A>(s0.data(), p.N(), p.HV, p.K, p.V);
   opt.final_state = la::view(s1.data(), p.N(), p.HV, p.K, p.V);
   if (!p.cu.empty()) opt.cu_seqlens = la::view(p.cu.data(), index_t(p.cu.size()));
+  if (slots) {  // sequence n in slot slots[n], read and written in place
+    REQUIRE(!s0.empty());
+    for (index_t n = 0; n < p.N(); ++n)
+      std::copy_n(s0.begin() + n * per, per, s1.begin() + (*slots)[std::size_t(n)] * per);
+    opt.initial_state = la::view<const A>(s1.data(), P, p.HV, p.K, p.V);
+    opt.final_state = la::view(s1.data(), P, p.HV, p.K, p.V);
+    opt.state_indices = la::view(slots->data(), index_t(slots->size()));
+  }
   const auto in_at = [&](index_t t0, index_t len) {
     return la::RWKV7::inputs<T>{.q = tok(q, p, t0, len, p.H, p.K), .k = tok(k, p, t0, len, p.H, p.K),
                                 .v = tok(v, p, t0, len, p.HV, p.V), .g = tok(g, p, t0, len, p.HV, p.K),
@@ -149,15 +162,24 @@ rresult run(rform f, const rproblem& p, index_t chunk = 16, int threads = 0, dou
   const auto o_at = [&](index_t t0, index_t len) {
     return la::tensor_view<T, 4>(out.data() + t0 * p.HV * p.V, {p.B, len, p.HV, p.V}, {p.T * p.HV * p.V, p.HV * p.V, p.V, 1});
   };
-  if (f == rform::decode) {  // decode runs on the final-state buffer, from the initial state
+  if (f == rform::decode && !slots) {  // decode runs on the final-state buffer, from the initial state
     REQUIRE(p.cu.empty());
     if (!p.s0.empty()) std::copy(s0.begin(), s0.end(), s1.begin());
     else std::fill(s1.begin(), s1.end(), A(0));
   }
   const auto in_from = [&](index_t t, index_t len) { return in_at(t0 + t, len); };
   const auto o_from = [&](index_t t, index_t len) { return o_at(t0 + t, len); };
-  harness::run_form<la::RWKV7>(f, p.T - t0, in_from, o_from, opt, la::view(s1.data(), p.N(), p.HV, p.K, p.V));
-  return {std::vector<double>(out.begin(), out.end()), std::vector<double>(s1.begin(), s1.end())};
+  harness::run_form<la::RWKV7>(f, p.T - t0, in_from, o_from, opt, la::view(s1.data(), P, p.HV, p.K, p.V));
+  rresult r{std::vector<double>(out.begin(), out.end()), std::vector<double>(s1.begin(), s1.end())};
+  if (slots) {  // the sequences' slots in sequence order; the others untouched
+    std::vector<double> s(std::size_t(p.N() * per));
+    for (index_t n = 0; n < p.N(); ++n)
+      std::copy_n(r.s.begin() + (*slots)[std::size_t(n)] * per, per, s.begin() + n * per);
+    for (index_t n = 0; n < p.N(); ++n) std::fill_n(r.s.begin() + (*slots)[std::size_t(n)] * per, per, 0.5);
+    CHECK(std::all_of(r.s.begin(), r.s.end(), [](double x) { return x == 0.5; }));
+    r.s = s;
+  }
+  return r;
 }
 
 template <class T>
@@ -289,6 +311,22 @@ TEMPLATE_TEST_CASE("RWKV-7 with a = -beta (exp(g) ⊙ k), b = k and values beta 
   CHECK(harness::rel_err(kda_o, want.o) < tol<T>());
   CHECK(harness::rel_err(kda_s, want.s) < tol<T>());
   expect_forms<T>(p, {kda_o, kda_s}, every_form, {16}, scale);
+}
+
+TEMPLATE_TEST_CASE("RWKV-7: a state pool (options.state_indices), in place, in every form", "[rwkv7][pool]", float,
+                   double) {
+  std::mt19937_64 rng(9);
+  rproblem shape;
+  shape.B = 3, shape.T = 19;
+  const auto p = make(rng, shape, low_rank::rwkv7, decays::mild, true);
+  const auto want = reference(p, 1.0);
+  const std::vector<std::int32_t> slots{4, 0, 2};
+  for (rform f : every_form) {
+    CAPTURE(name(f));
+    const auto got = run<TestType>(f, p, 8, 0, -1, 0, &slots);
+    CHECK(harness::rel_err(got.o, want.o) < tol<TestType>());
+    CHECK(harness::rel_err(got.s, want.s) < tol<TestType>());
+  }
 }
 
 TEST_CASE("RWKV-7: results do not depend on the thread count, and two calls equal one", "[rwkv7][threads][state]") {

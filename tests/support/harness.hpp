@@ -215,7 +215,7 @@ inline constexpr std::array<form, 4> all_forms{form::recurrent, form::parallel, 
 
 /// Runs form f of Rule over T tokens given views by token range, in_at(t0, len) (the inputs)
 /// and o_at(t0, len) (the output). Decode runs token by token on `state`, which must hold the
-/// initial state; the other forms take options `opt` as given.
+/// initial state (with opt's threads, scale and state_indices); the other forms take `opt`.
 template <class Rule, class A, class InAt, class OAt>
 void run_form(form f, index_t T, const InAt& in_at, const OAt& o_at, const la::options<A>& opt,
               const la::tensor_view<A, 4>& state) {
@@ -223,6 +223,7 @@ void run_form(form f, index_t T, const InAt& in_at, const OAt& o_at, const la::o
     la::options<A> dopt;
     dopt.threads = opt.threads;
     dopt.scale = opt.scale;
+    dopt.state_indices = opt.state_indices;
     for (index_t t = 0; t < T; ++t) la::decode_step<Rule>(in_at(t, 1), o_at(t, 1), state, dopt);
   } else if (f == form::recurrent) {
     la::recurrent_forward<Rule>(in_at(0, T), o_at(0, T), opt);
