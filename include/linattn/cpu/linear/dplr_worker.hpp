@@ -45,7 +45,8 @@ class dplr_worker {
       : Q_(capacity, K), K_(capacity, K), Bw_(capacity, K), Ad_(capacity, K), An_(capacity, K), Qd_(capacity, K),
         Kf_(capacity, K), Bf_(capacity, K), c_(capacity, K), f_(K), V_(capacity, V), Y_(capacity, V),
         R_(capacity, V), M_(capacity, capacity), Pk_(std::min(tile, capacity), capacity),
-        Pb_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V), sk_(capacity, K), sb_(capacity, K) {}
+        Pb_(std::min(tile, capacity), capacity), Lk_(std::min(tile, capacity), capacity),
+        Lb_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V), sk_(capacity, K), sb_(capacity, K) {}
 
   void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
     n_ = n;
@@ -62,6 +63,7 @@ class dplr_worker {
 
     // a_{t+1} in row t (it reads the state of token t, under c_t); then Â = a ⊙ exp(c_{t-1}).
     An_.topRows(m) = Ad_.middleRows(1, m);
+    An_.row(m).setZero();  // no token after the span
     Ad_.middleRows(1, m) = Ad_.middleRows(1, m).cwiseProduct(decay_exp<A>(c_.topRows(m)));
     Qd_.topRows(n) = Q_.topRows(n).cwiseProduct(decay_exp<A>(c_.topRows(n)));
     for (index_t r = 0; r < n; ++r) {  // row by row: vectorised exps (decay_exp)
@@ -70,19 +72,28 @@ class dplr_worker {
     }
     f_ = decay_exp<A>(c_.row(n - 1));
 
+    Y_.row(0).setZero();
+    if (n <= tile) {
+      // One tile (every chunk up to C = 64): the four score blocks in one pass, sharing the
+      // diagonal blocks' exps; M's strictly lower part is -L_b (row 0 has none), Y = L_k V.
+      sk_.template joint<2, 2>({&Q_, &An_}, {&sk_, &sb_}, [&](std::size_t s, std::size_t j) {
+        return (s == 0 ? (j == 0 ? Pk_ : Pb_) : (j == 0 ? Lk_ : Lb_)).topLeftCorner(n, n);
+      }, 0, n);
+      M_.block(1, 0, m, m) = -Lb_.topLeftCorner(m, m);
+      if (m > 0) gemm<triangle::lower_a>(Y_.middleRows(1, m), rows_of(Lk_.topLeftCorner(m, m)), V_.topRows(m));
+      return;
+    }
+    // Longer spans (the parallel form): L_b whole, L_k V and the output scores tile by tile.
     // M's strictly lower part: -L_b (unit_lower_solve inverts I + M). Row 0 has none.
     auto Lb = M_.block(1, 0, m, m);
     sb_.all(An_, Lb, m);
     Lb = -Lb;
     // Y = L_k V, tile by tile of L_k's rows 1..n-1.   [n, V]
-    Y_.row(0).setZero();
     for (index_t r0 = 0; r0 < m; r0 += tile) {
       const index_t r1 = std::min(r0 + tile, m), w = r1 - r0;
       sk_(An_, Pk_.topLeftCorner(w, r1), r0, r1);
       gemm<triangle::lower_a>(Y_.middleRows(r0 + 1, w), rows_of(Pk_.topLeftCorner(w, r1)), V_.topRows(r1), {.diag = r0});
     }
-    // A span of one output tile (every chunk up to C = 64) takes its output scores here.
-    if (n <= tile) output_scores(0, n);
   }
 
   /// Outputs of the span given the state H at its start; R = the span's reads.
@@ -131,7 +142,8 @@ class dplr_worker {
   row_vec<A> f_;       // [K]       exp(c_n): the span's decay
   mat<A> V_, Y_, R_;   // [cap, V]  v; L_k V; the reads r
   mat<A> M_;           // [cap, cap] strictly lower part: -L_b
-  mat<A> Pk_, Pb_;     // [tile, cap] scores of q against k and b; Pk_ also L_k's tiles
+  mat<A> Pk_, Pb_;     // [tile, cap] scores of q against k and b; Pk_ also L_k's tiles (long spans)
+  mat<A> Lk_, Lb_;     // [tile, cap] L_k and L_b one row up (spans of one tile)
   mat<A> O_;           // [tile, V] output rows
   vector_decay_scores<A, Cum> sk_, sb_;  // scores against k and against b
 };

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <type_traits>
 #include <vector>
 
@@ -54,7 +56,8 @@ class vector_decay_scores {
   static constexpr index_t sub = 16;   // inner pivot block
 
   vector_decay_scores(index_t capacity, index_t K)
-      : Kt_(capacity, K), Ks_(capacity, K), Kf_(capacity, K), Ss_(std::min(tile, capacity), K), f_(K) {}
+      : Kt_(capacity, K), Ks_(capacity, K), Kf_(capacity, K), Ss_(std::min(tile, capacity), K), f_(K), e_(K),
+        t_(max_sources, K) {}
 
   /// Takes keys rows [0, n) of K under the cumsum b (both kept by reference until the next call):
   /// the keys pre-decayed to the last row of their 64-block and 16-block.
@@ -72,16 +75,48 @@ class vector_decay_scores {
   /// multiple of `tile`.
   template <class Dst>
   void operator()(const mat<A>& Src, Dst&& P, index_t r0, index_t r1) {
-    const mat<A>& K = *K_;
+    joint<1, 1>({&Src}, {this}, [&](std::size_t, std::size_t) { return P.block(0, 0, P.rows(), P.cols()); }, r0, r1);
+  }
+
+  /// The scores of S sources against J key sets (this one among them; all under the same
+  /// cumsum) in one pass: dst(s, j) gives the block P of source s against key set j, as for
+  /// operator(). The diagonal blocks' exps exp(b_i - b_c) are taken once for all S J pairs.
+  static constexpr std::size_t max_sources = 2;
+  template <std::size_t S, std::size_t J, class DstOf>
+  void joint(const std::array<const mat<A>*, S>& src, const std::array<vector_decay_scores*, J>& keys, DstOf&& dst,
+             index_t r0, index_t r1) {
+    static_assert(S <= max_sources, "vector_decay_scores::joint: at most max_sources sources");
     const mat<Cum>& b = *b_;
-    if (r0 > 0) pivot_block(Src, P, r0, r1, 0, r0, Kt_, tile);
+    for (std::size_t s = 0; s < S; ++s)
+      for (std::size_t j = 0; j < J; ++j) {
+        auto P = dst(s, j);
+        if (r0 > 0) keys[j]->pivot_block(*src[s], P, r0, r1, 0, r0, keys[j]->Kt_, tile);
+        for (index_t a0 = r0 + sub; a0 < r1; a0 += sub)
+          keys[j]->pivot_block(*src[s], P, a0, std::min(a0 + sub, r1), r0, r0, keys[j]->Ks_, sub);
+      }
+    if constexpr (S == 1 && J == 1) {  // one pair: one fused expression per entry
+      auto P = dst(0, 0);
+      const mat<A>& K = *keys[0]->K_;
+      for (index_t a0 = r0; a0 < r1; a0 += sub)
+        for (index_t i = a0; i < std::min(a0 + sub, r1); ++i) {  // diagonal block: exponents <= 0
+          for (index_t c = a0; c <= i; ++c)
+            P(i - r0, c) = src[0]->row(i).cwiseProduct(K.row(c)).cwiseProduct(decay_exp<A>(b.row(i) - b.row(c))).sum();
+          P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
+        }
+      return;
+    }
     for (index_t a0 = r0; a0 < r1; a0 += sub) {
       const index_t a1 = std::min(a0 + sub, r1);
-      if (a0 > r0) pivot_block(Src, P, a0, a1, r0, r0, Ks_, sub);
       for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
-        for (index_t c = a0; c <= i; ++c)
-          P(i - r0, c) = Src.row(i).cwiseProduct(K.row(c)).cwiseProduct(decay_exp<A>(b.row(i) - b.row(c))).sum();
-        P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
+        for (index_t c = a0; c <= i; ++c) {
+          e_ = decay_exp<A>(b.row(i) - b.row(c));
+          for (std::size_t s = 0; s < S; ++s) {
+            t_.row(index_t(s)) = src[s]->row(i).cwiseProduct(e_);
+            for (std::size_t j = 0; j < J; ++j) dst(s, j)(i - r0, c) = t_.row(index_t(s)).dot(keys[j]->K_->row(c));
+          }
+        }
+        for (std::size_t s = 0; s < S; ++s)
+          for (std::size_t j = 0; j < J; ++j) dst(s, j).row(i - r0).segment(i + 1, r1 - i - 1).setZero();
       }
     }
   }
@@ -119,6 +154,8 @@ class vector_decay_scores {
   mat<A> Kf_;       // [cap, K]  keys decayed on to the current pivot
   mat<A> Ss_;       // [tile, K] source rows decayed to the current pivot
   row_vec<A> f_;    // [K]       per-dimension pivot factor
+  row_vec<A> e_;    // [K]       exp(b_i - b_c) of one diagonal-block pair
+  mat<A> t_;        // [max_sources, K] source rows times e_
 };
 
 }  // namespace linattn::cpu
