@@ -15,7 +15,8 @@
 ///
 /// L_x's row t is the score of a_t against x under the cumsum of row t - 1, so it is computed as
 /// the inclusive causal score of the rows a_{t+1} (stored one row up) against x: every score
-/// goes through vector_decay_scores and every exponent is <= 0. The substitution's intermediates
+/// goes through vector_decay_scores (a chunk's four blocks in one `joint` pass) and every
+/// exponent is <= 0. The substitution's intermediates
 /// are the recurrence's own reads, so its accuracy is the recurrence's (no explicit inverse).
 #pragma once
 

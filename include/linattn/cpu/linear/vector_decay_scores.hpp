@@ -9,8 +9,9 @@
 /// with every exponent <= 0: rows and keys meet at a pivot row e between them (c <= e < r),
 /// exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), per 64-row tile and per 16-row sub-block;
 /// only the diagonal 16 x 16 blocks take elementwise exps. Also the per-key gate cumsum itself
-/// (summed in double, rounded once per entry). Used by the additive span (vector decay) and the
-/// diagonal-plus-low-rank span (one instance per key set).
+/// (summed in double, rounded once per entry). Used by the additive span (vector decay: one
+/// source, one key set) and the diagonal-plus-low-rank span (one instance per key set; `joint`
+/// scores q and a against k and b in one pass, one exp row per diagonal-block pair).
 #pragma once
 
 #include <algorithm>
