@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Recurrent vs parallel vs chunkwise forms of the rules (Hebbian, ScalarDecay, VectorDecay,
-/// Delta, GatedDelta, Longhorn, LonghornDiagonal, NLMS, KDA, mLSTM, Mamba, and DeltaProduct /
+/// Delta, GatedDelta, Longhorn, LonghornDiagonal, NLMS, KDA, RWKV7, mLSTM, Mamba, and DeltaProduct /
 /// GatedDeltaProduct with n_h = product_steps) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
@@ -37,7 +37,8 @@ enum class kind { additive, delta, softmax, selective_scan };
 template <class Rule>
 constexpr kind kind_of() {
   if constexpr (std::is_same_v<typename Rule::family, linattn::householder_family> ||
-                std::is_same_v<typename Rule::family, linattn::householder_product_family>)
+                std::is_same_v<typename Rule::family, linattn::householder_product_family> ||
+                std::is_same_v<typename Rule::family, linattn::dplr_family>)  // RWKV7: counted as the delta rule
     return kind::delta;
   else if constexpr (std::is_same_v<typename Rule::family, linattn::softmax_family>) return kind::softmax;
   else if constexpr (std::is_same_v<typename Rule::family, linattn::selective_scan_family>) return kind::selective_scan;
@@ -103,6 +104,7 @@ struct input_data {
   std::vector<float> g_scalar;  // [B, T, H]     logsigmoid(N(0,1) + 2) / 16 < 0, mean ~ -0.011
   std::vector<float> g_vector;  // [B, T, H, K]  same distribution
   std::vector<float> beta;      // [B, T, H]     sigmoid(N(0,1)): delta-rule step (Longhorn: delta)
+  std::vector<float> a_low, b_low;  // [B, T, H, K]  RWKV7: a = -k (unit keys), b = k ⊙ sigmoid(N(0,1))
   std::vector<float> k_steps;   // [B, T, product_steps, H, K]  DeltaProduct: unit keys
   std::vector<float> v_steps;   // [B, T, product_steps, H, V]
   std::vector<float> beta_steps;  // [B, T, product_steps, H]
@@ -143,6 +145,9 @@ input_data& inputs_for(const shape& s) {
       const float inv = 1.0f / std::sqrt(n2);
       for (index_t j = 0; j < s.K; ++j) k[j] *= inv;
     }
+  fill(d.b_low, tokens * s.K, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
+  d.a_low.resize(d.k.size());
+  for (std::size_t i = 0; i < d.k.size(); ++i) d.a_low[i] = -d.k[i], d.b_low[i] *= d.k[i];
   return d;
 }
 
@@ -163,6 +168,9 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = g_vec, .beta = beta};
+  else if constexpr (std::is_same_v<Rule, la::RWKV7>)
+    return {.q = q, .k = k, .v = v, .g = g_vec, .a = la::view(d.a_low.data(), s.B, s.T, s.H, s.K),
+            .b = la::view(d.b_low.data(), s.B, s.T, s.H, s.K)};
   else if constexpr (std::is_same_v<Rule, la::mLSTM>) return {.q = q, .k = k, .v = v, .i = g, .f = beta};  // gates: any values
   else if constexpr (std::is_same_v<Rule, la::Mamba>)  // q = C, k = B, v = x; Delta = softplus(dt)
     return {.q = q, .k = k, .v = v, .dt = la::view(d.dt.data(), s.B, s.T, s.H, s.V),
@@ -411,13 +419,14 @@ enum class mode { main_job, sweep, delta, threads, decode, smoke };
 
 void register_all(mode m) {
   using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA, la::mLSTM;
+  using la::RWKV7;
   using la::LonghornDiagonal, la::DeltaProduct, la::GatedDeltaProduct, la::Mamba;
   if (m == mode::main_job) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
     // (TTT-Linear has its own executable, linattn_bench_ttt; RLS's state is [K, V + K].)
     const run_settings r{0, 0, 5};
     add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
-    add_rules<Delta, Longhorn, LonghornDiagonal, NLMS, KDA, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
+    add_rules<Delta, Longhorn, LonghornDiagonal, NLMS, KDA, RWKV7, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
     // n_h = 2: the parallel form would be one 8192-sub-step system per head (O(L^2) memory).
     add_rules<DeltaProduct, GatedDeltaProduct>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
     // Mamba: the T x T form costs T^2 K V / 2 exponentials per head (1.1e12 here): not run.
@@ -475,7 +484,7 @@ void register_all(mode m) {
       }
   } else {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
-    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, LonghornDiagonal, KDA, mLSTM, Mamba,
+    add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, LonghornDiagonal, KDA, RWKV7, mLSTM, Mamba,
               DeltaProduct, GatedDeltaProduct>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_softmax(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});

@@ -111,10 +111,8 @@ mresult reference(const mproblem& p, bool stabilised) {
   return r;
 }
 
-enum class mform { recurrent, chunkwise, parallel, decode };
-const char* name(mform f) {
-  return f == mform::recurrent ? "recurrent" : f == mform::chunkwise ? "chunkwise" : f == mform::parallel ? "parallel" : "decode";
-}
+using mform = harness::form;
+using harness::name;
 
 /// Runs one form with scalar type T; the returned state is unstabilised (C, n times exp(m)).
 template <class T>
@@ -146,16 +144,8 @@ mresult run(mform f, const mproblem& p, index_t chunk = 16, int threads = 0) {
     REQUIRE(p.cu.empty());
     if (!p.s0.empty()) std::copy(s0.begin(), s0.end(), s1.begin());
     else std::fill(s1.begin(), s1.end(), A(0));
-    la::options<A> dopt;
-    dopt.threads = threads;
-    for (index_t t = 0; t < p.T; ++t)
-      la::decode_step<la::mLSTM>(in_at(t, 1), o_at(t, 1), la::view(s1.data(), p.N(), p.HV, p.K, p.V + 2), dopt);
-  } else {
-    const auto in = in_at(0, p.T);
-    if (f == mform::recurrent) la::recurrent_forward<la::mLSTM>(in, o_at(0, p.T), opt);
-    if (f == mform::chunkwise) la::chunkwise_forward<la::mLSTM>(in, o_at(0, p.T), opt);
-    if (f == mform::parallel) la::parallel_forward<la::mLSTM>(in, o_at(0, p.T), opt);
   }
+  harness::run_slices<la::mLSTM>(f, p.T, in_at, o_at, la::view(s1.data(), p.N(), p.HV, p.K, p.V + 2), opt);
   mresult r{std::vector<double>(out.begin(), out.end()), std::vector<double>(s1.begin(), s1.end())};
   for (index_t s = 0; s < p.N() * p.HV; ++s) {  // unstabilise: (C~, n~) exp(m), m column -> 0
     const double e = std::exp(r.s[std::size_t(s * p.K * (p.V + 2) + p.V + 1)]);

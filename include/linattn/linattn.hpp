@@ -26,6 +26,7 @@
 #include "rules/delta_product.hpp"
 #include "rules/kda.hpp"
 #include "rules/mamba.hpp"
+#include "rules/rwkv7.hpp"
 #include "rules/mamba2.hpp"
 #include "rules/mlstm.hpp"
 #include "rules/longhorn.hpp"

@@ -30,6 +30,7 @@
 #include "rules/mlstm.hpp"
 #include "rules/nlms.hpp"
 #include "rules/rls.hpp"
+#include "rules/rwkv7.hpp"
 #include "rules/scalar_decay.hpp"
 #include "rules/softmax_attention.hpp"
 #include "rules/ttt_linear.hpp"
@@ -42,7 +43,7 @@
   X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::NLMS, T) X(linattn::KDA, T)
 #define LINATTN_PRECOMPILED_OTHER(X, T)                                                                      \
   X(linattn::DeltaProduct, T) X(linattn::GatedDeltaProduct, T) X(linattn::mLSTM, T) X(linattn::Mamba, T) \
-  X(linattn::RLS, T) X(linattn::TTTLinear, T)
+  X(linattn::RWKV7, T) X(linattn::RLS, T) X(linattn::TTTLinear, T)
 #define LINATTN_PRECOMPILED_BACKWARD_ADDITIVE(X, T) X(linattn::Hebbian, T) X(linattn::ScalarDecay, T) X(linattn::VectorDecay, T)
 #define LINATTN_PRECOMPILED_BACKWARD_HOUSEHOLDER(X, T) \
   X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::NLMS, T)

@@ -215,8 +215,8 @@ inline constexpr std::array<form, 4> all_forms{form::recurrent, form::parallel, 
 
 /// Runs form f of Rule over T tokens given as slices: in_at(t0, len) and out_at(t0, len) are the
 /// inputs and the output of tokens [t0, t0 + len) of every batch row. decode: T steps of one
-/// token on `state`, in place (the caller fills it with the start state; opt's scale and
-/// threads apply);
+/// token on `state`, in place (the caller fills it with the start state; opt's scale, threads
+/// and state_indices apply);
 /// the other forms: one call over all T tokens with opt.
 template <class Rule, class InAt, class OutAt, class A>
 void run_slices(form f, index_t T, InAt&& in_at, OutAt&& out_at, la::tensor_view<A, 4> state, const la::options<A>& opt) {
@@ -224,6 +224,7 @@ void run_slices(form f, index_t T, InAt&& in_at, OutAt&& out_at, la::tensor_view
     la::options<A> step;
     step.scale = opt.scale;
     step.threads = opt.threads;
+    step.state_indices = opt.state_indices;
     for (index_t t = 0; t < T; ++t) la::decode_step<Rule>(in_at(t, 1), out_at(t, 1), state, step);
     return;
   }

@@ -13,6 +13,7 @@
 ///                        scalar decay
 ///   householder_product_family   decay (none or scalar); beta(in, b, t, j, hv, key_sqnorm)
 ///                        for sub-step j; log_gate(in, b, t, hv) for scalar decay
+///   dplr_family          decay (vector); log_gate(in, b, t, hv, d)
 ///   ttt_family           step(in, b, t, hv), tau(in, i), ln_eps
 ///   rls_family           log_gate(in, b, t, hv), state_columns(K, V)
 ///   selective_scan_family  delta(in, b, t, hv, d) (Delta_t[d] >= 0), rate(in, hv, d, n)
@@ -106,7 +107,7 @@ template <class Rule>
 constexpr bool check_contract() {
   using F = typename Rule::family;
   bool ok = true;
-  if constexpr (std::same_as<F, additive_family> || std::same_as<F, householder_family>) {
+  if constexpr (std::same_as<F, additive_family> || std::same_as<F, householder_family> || std::same_as<F, dplr_family>) {
     static_assert(contract::decay<Rule>, "linattn: a linear-family rule needs static constexpr decay_kind decay");
     if constexpr (contract::decay<Rule>) ok = check_log_gate<Rule>();
     else ok = false;
@@ -115,6 +116,12 @@ constexpr bool check_contract() {
     static_assert(contract::beta<Rule>,
                   "linattn: a householder_family rule needs static A beta(const inputs<T>&, index_t b, index_t t, index_t hv, A key_sqnorm)");
     ok = ok && contract::beta<Rule>;
+  }
+  if constexpr (std::same_as<F, dplr_family>) {
+    if constexpr (contract::decay<Rule>) {
+      static_assert(Rule::decay == decay_kind::vector, "linattn: a dplr_family rule decays by a per-key gate (decay_kind::vector)");
+      ok = ok && Rule::decay == decay_kind::vector;
+    }
   }
   if constexpr (std::same_as<F, householder_product_family>) {
     static_assert(contract::decay<Rule>, "linattn: a householder_product_family rule needs static constexpr decay_kind decay");

@@ -20,6 +20,11 @@ struct householder_family {};
 struct householder_product_family {
   static constexpr bool checkpoints = false;
 };
+/// S_t = S_{t-1} (diag(exp(g_t)) + a_t b_t^T) + v_t k_t^T: a diagonal-plus-low-rank
+/// transition with free vectors a, b (RWKV-7, the generalised delta rule). Runs through the
+/// linear schedulers with a token worker branch and a block worker of its own
+/// (cpu/linear/dplr_worker.hpp). No backward pass.
+struct dplr_family {};
 /// Nonlinear inner model trained by mini-batch gradient descent (TTT). Its state spans three
 /// views (weights, bias, mini-batch cache), so it has no state pool and no checkpoints.
 struct ttt_family {

@@ -27,6 +27,7 @@
 #include "../linalg/transpose.hpp"
 #include "rule_coefficients.hpp"
 #include "safe_coefficients.hpp"
+#include "vector_decay_scores.hpp"
 
 namespace linattn::cpu {
 
@@ -39,12 +40,12 @@ class additive_worker {
   using scalar = T;        // input and output elements
   using state_scalar = A;  // state and accumulation
   static constexpr decay_kind decay = Rule::decay;
-  static constexpr index_t tile = 64;  // output rows per tile; outer pivot block
-  static constexpr index_t sub = 16;   // inner pivot block of vector decay
+  static constexpr index_t tile = 64;  // output rows per tile (vector_decay_scores::tile)
 
   additive_worker(index_t capacity, index_t K, index_t V)
       : Q_(capacity, K), K_(capacity, K), V_(capacity, V),
-        P_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V) {
+        P_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V),
+        vs_(decay == decay_kind::vector ? capacity : 0, decay == decay_kind::vector ? K : 0) {
     if constexpr (decay != decay_kind::vector) Kx_.resize(K, capacity);
     if constexpr (decay != decay_kind::none) Kf_.resize(capacity, K);
     if constexpr (decay == decay_kind::vector) Qs_.resize(std::min(tile, capacity), K);
@@ -55,8 +56,6 @@ class additive_worker {
     }
     if constexpr (decay == decay_kind::vector) {
       b_.resize(capacity, K);
-      Kt_.resize(capacity, K);
-      Ks_.resize(capacity, K);
       f_.resize(K);
     }
   }
@@ -90,21 +89,8 @@ class additive_worker {
       eb_.head(n) = ex(scalar_gates().head(n));
     }
     if constexpr (decay == decay_kind::vector) {
-      const index_t K = K_.cols();
-      run_.assign(static_cast<std::size_t>(K), 0.0);  // summed in double, rounded once per entry
-      gates_.resize(static_cast<std::size_t>(K));
-      for (index_t r = 0; r < n; ++r) {
-        vector_log_gates<Rule>(in, b, t0 + r, hv, K, gates_.data());
-        for (index_t d = 0; d < K; ++d)
-          b_(r, d) = static_cast<Cum>(run_[std::size_t(d)] += floored_gate<A>(gates_[std::size_t(d)]));
-      }
-      // Keys pre-decayed to the last row of their 64-block (Kt_) and 16-block (Ks_).
-      for (index_t i = 0; i < n; ++i) {
-        const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
-        const index_t ps = std::min(i / sub * sub + sub - 1, n - 1);
-        Kt_.row(i) = K_.row(i).cwiseProduct(ex(b_.row(pt) - b_.row(i)));
-        Ks_.row(i) = K_.row(i).cwiseProduct(ex(b_.row(ps) - b_.row(i)));
-      }
+      vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, b_);
+      vs_.set_keys(K_, b_, n);  // keys pre-decayed to their pivots
     }
     // A span of one output tile (every chunk up to C = 64) takes its scores here, with the
     // rest of the state-free work; longer spans take them tile by tile in emit.
@@ -159,7 +145,7 @@ class additive_worker {
       }
       gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = f});
     } else {
-      Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ex((-b_.topRows(n)).rowwise() + b_.row(n - 1)));
+      for (index_t r = 0; r < n; ++r) Kf_.row(r) = K_.row(r).cwiseProduct(ex(b_.row(n - 1) - b_.row(r)));  // vectorised exps
       f_ = ex(b_.row(n - 1));
       H = f_.asDiagonal() * H;
       gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = A(1)});
@@ -171,10 +157,7 @@ class additive_worker {
   template <class Dst>
   void decayed_gram(Dst&& G) {
     static_assert(decay == decay_kind::vector, "decayed_gram: vector decay only");
-    for (index_t r0 = 0; r0 < n_; r0 += tile) {
-      const index_t r1 = std::min(r0 + tile, n_);
-      vector_scores(K_, G.block(r0, 0, r1 - r0, r1), r0, r1);
-    }
+    vs_.all(K_, G, n_);
   }
 
   // Access for rules that build on this span (the Householder family replaces V by U~).
@@ -196,7 +179,7 @@ class additive_worker {
   static A ex(Cum x) { return std::exp(static_cast<A>(x)); }
   template <class E>
   static auto ex(const Eigen::DenseBase<E>& x) {
-    return x.derived().template cast<A>().array().exp().matrix();
+    return decay_exp<A>(x);
   }
 
   /// P[0:m, 0:r1] = causal decayed scores of rows [r0, r1) against keys [0, r1).
@@ -204,7 +187,7 @@ class additive_worker {
     const index_t m = r1 - r0;
     auto P = P_.topLeftCorner(m, r1);
     if constexpr (decay == decay_kind::vector) {
-      vector_scores(Q_, P, r0, r1);
+      vs_(Q_, P, r0, r1);
     } else {
       // Row i against keys [0, r0 + i] (and a few more, up to its row block's end).
       gemm<triangle::lower_c>(P, rows_of(Q_.middleRows(r0, m)), Kx_.leftCols(r1), {.diag = r0});
@@ -225,51 +208,16 @@ class additive_worker {
     }
   }
 
-  /// Rows [a0, a1) of Src against keys [c0, a0) through the pivot e = a0 - 1, into rows
-  /// [a0 - r0, a1 - r0) of P: Src rows decayed to e, keys (pre-decayed to their block's last row
-  /// in Kpre, block size bs) decayed on to e.
-  template <class Dst>
-  void pivot_block(const mat<A>& Src, Dst& P, index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre,
-                   index_t bs) {
-    const index_t e = a0 - 1, ma = a1 - a0;
-    Qs_.topRows(ma) = Src.middleRows(a0, ma).cwiseProduct(ex(b_.middleRows(a0, ma).rowwise() - b_.row(e)));
-    for (index_t j = c0; j < a0; j += bs) {
-      const index_t p = j + bs - 1;  // blocks before a0 are full
-      f_ = ex(b_.row(e) - b_.row(p));
-      Kf_.middleRows(j, bs).noalias() = Kpre.middleRows(j, bs) * f_.asDiagonal();
-    }
-    P.block(a0 - r0, c0, ma, a0 - c0).noalias() = Qs_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
-  }
-
-  /// P[0:r1-r0, 0:r1] = causal scores of rows [r0, r1) of Src (Q, or K for the Householder
-  /// family's Gram) against keys [0, r1) under the per-key decays: sum_d Src_rd K_cd
-  /// exp(b_rd - b_cd) for c <= r, zero right of the diagonal.
-  template <class Dst>
-  void vector_scores(const mat<A>& Src, Dst&& P, index_t r0, index_t r1) {
-    if (r0 > 0) pivot_block(Src, P, r0, r1, 0, r0, Kt_, tile);
-    for (index_t a0 = r0; a0 < r1; a0 += sub) {
-      const index_t a1 = std::min(a0 + sub, r1);
-      if (a0 > r0) pivot_block(Src, P, a0, a1, r0, r0, Ks_, sub);
-      for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
-        for (index_t c = a0; c <= i; ++c)
-          P(i - r0, c) = Src.row(i).cwiseProduct(K_.row(c)).cwiseProduct(ex(b_.row(i) - b_.row(c))).sum();
-        P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
-      }
-    }
-  }
-
   index_t n_ = 0;
   mat<A> Q_, K_, V_;  // [cap, K], [cap, K], [cap, V]   q already scaled
   mat<A> P_, O_;      // [tile, cap], [tile, V]
   mat<A> Qs_, Kf_;    // [tile, K], [cap, K]           decayed copies
-  mat<A> Kt_, Ks_;    // [cap, K]                       keys decayed to their 64/16-block pivot
   mat<A> Kx_;         // [K, cap]                       Kᵀ (no vector decay): rows read by Q Kᵀ
   mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
-  std::vector<double> run_;  // [K]                   its running sums (vector decay)
-  std::vector<double> gates_;  // [K]                 one token's log gates (vector decay)
   col_vec<A> cf_;     // [cap]                          scalar column / write factors
   col_vec<A> eb_;     // [cap]                          scalar exp(b)
-  row_vec<A> f_;      // [K]                            per-dimension pivot factor
+  row_vec<A> f_;      // [K]                            per-dimension decay of the span
+  vector_decay_scores<A, Cum> vs_;  //                  scores under per-key decays (vector decay)
 };
 
 }  // namespace linattn::cpu

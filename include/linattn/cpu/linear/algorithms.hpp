@@ -52,7 +52,7 @@ void linear_parallel(const typename Rule::template inputs<T>& in, const Out& out
 
 namespace linattn::detail {
 
-template <cpu::linear_family Family>
+template <cpu::linear_forward_family Family>
 struct algorithm<Family, form::recurrent> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
@@ -61,7 +61,7 @@ struct algorithm<Family, form::recurrent> {
   }
 };
 
-template <cpu::linear_family Family>
+template <cpu::linear_forward_family Family>
 struct algorithm<Family, form::decode> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
@@ -70,7 +70,7 @@ struct algorithm<Family, form::decode> {
   }
 };
 
-template <cpu::linear_family Family>
+template <cpu::linear_forward_family Family>
 struct algorithm<Family, form::chunkwise> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
@@ -79,7 +79,7 @@ struct algorithm<Family, form::chunkwise> {
   }
 };
 
-template <cpu::linear_family Family>
+template <cpu::linear_forward_family Family>
 struct algorithm<Family, form::parallel> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,

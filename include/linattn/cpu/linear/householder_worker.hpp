@@ -93,7 +93,7 @@ class householder_worker {
     // per key dimension: K ⊙ exp(b).
     if constexpr (gated) nd_.head(n) = -core_.scalar_gate_exps().head(n);
     if constexpr (vector_gated)
-      Kd_.topRows(n) = K.topRows(n).cwiseProduct(core_.cumulative_gates().topRows(n).template cast<A>().array().exp().matrix());
+      Kd_.topRows(n) = K.topRows(n).cwiseProduct(decay_exp<A>(core_.cumulative_gates().topRows(n)));
 
     if (n <= T_.rows()) {
       auto Tm = T_.topLeftCorner(n, n);  // T = (I + A)^{-1} diag(beta)   [n, n]

@@ -10,6 +10,9 @@
 ///   o_t = c + (q_t . k_t) u                       = q_t^T H_new
 ///   H <- diag(d) H + k_t u^T                      one read-modify-write of H
 ///
+/// The diagonal-plus-low-rank family (RWKV-7) reads a = a_t^T H (the undecayed state) and
+/// writes twice: o_t = c + (q_t . b_t) a + (q_t . k_t) v_t, H <- diag(d) H + b_t a^T + k_t v_t^T.
+///
 /// Two passes over the state per token. When a call reads and writes one slot of one state
 /// view (decode_step, an in-place pool) with unit stride along V, the passes run in the
 /// caller's memory: no copy of the state in or out.
@@ -36,9 +39,12 @@ class token_worker {
   using scalar = T;        // input and output elements
   using state_scalar = A;  // state and accumulation
   static constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
+  static constexpr bool low_rank = std::is_same_v<typename Rule::family, dplr_family>;  // RWKV-7
 
   token_worker(index_t K, index_t V)
-      : K_(K), V_(V), q_(K), k_(K), dq_(K), dk_(K), decay_(K), u_(V), a_(V), o_(V), gates_(std::size_t(K)) {}
+      : K_(K), V_(V), q_(K), k_(K), dq_(K), dk_(K), decay_(K), u_(V), a_(V), o_(V), gates_(std::size_t(K)) {
+    if constexpr (low_rank) lb_.resize(K);
+  }
 
   /// Runs tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq) of sequence seq,
   /// reading the state from slot `slot` of s_in and writing it to slot `slot` of s_out
@@ -127,15 +133,20 @@ class token_worker {
       vector_log_gates<Rule>(in, b, t, hv, K_, gates_.data());
       for (index_t d = 0; d < K_; ++d) decay_(d) = std::exp(static_cast<A>(gates_[std::size_t(d)]));
     }
-    if constexpr (Rule::decay == decay_kind::none) {
+    if constexpr (low_rank) {  // the low-rank part's read vector a (undecayed) and write vector b
+      load_rows(in.a, b, t, hv, 1, dk_, A(1));
+      load_rows(in.b, b, t, hv, 1, lb_, A(1));
+      dq_ = decay_.cwiseProduct(q_);
+    } else if constexpr (Rule::decay == decay_kind::none) {
       dk_ = k_, dq_ = q_;
     } else {
       dk_ = decay_.cwiseProduct(k_), dq_ = decay_.cwiseProduct(q_);
     }
-    read_pass(src);  // a = (d k)^T H, o = (d q)^T H
+    read_pass(src);  // a = (d k)^T H (low rank: a_t^T H), o = (d q)^T H
     if constexpr (corrects) u_ = beta * (u_ - a_);  // beta (v - S d k)   [V]
     o_.noalias() += q_.dot(k_) * u_;
-    write_pass(src, dst);  // H <- diag(d) H + k u^T
+    if constexpr (low_rank) o_.noalias() += q_.dot(lb_) * a_;
+    write_pass(src, dst);  // H <- diag(d) H + k u^T (+ b a^T)
     store_rows(out, b, t, hv, 1, o_);
   }
 
@@ -171,12 +182,13 @@ class token_worker {
     }
   }
 
-  /// dst <- diag(d) src + k u^T in one pass over the state (src and dst may be the same
+  /// dst <- diag(d) src + k u^T (+ b a^T) in one pass over the state (src and dst may be the same
   /// memory), in the same column blocks (u's block stays in registers over all K rows).
   template <class Src>
   void write_pass(const Src& src, state_map& dst) {
-    const auto row_update = [&](auto&& d, const auto& s, const auto& u, index_t i) {
-      if constexpr (Rule::decay == decay_kind::none) d = s + k_(i) * u;
+    const auto row_update = [&](auto&& d, const auto& s, const auto& u, const auto& r, index_t i) {
+      if constexpr (low_rank) d = decay_(i) * s + lb_(i) * r + k_(i) * u;
+      else if constexpr (Rule::decay == decay_kind::none) d = s + k_(i) * u;
       else d = decay_(i) * s + k_(i) * u;
     };
     const A* const s0 = src.data();  // locals: the stores below cannot change them
@@ -185,18 +197,20 @@ class token_worker {
     index_t j = 0;
     for (; j + column_block <= V_; j += column_block) {
       const block ub = u_.template segment<column_block>(j).array();
+      const block rb = a_.template segment<column_block>(j).array();  // read only by the low-rank write
       for (index_t i = 0; i < K_; ++i)
-        row_update(Eigen::Map<block>(d0 + i * ldd + j), Eigen::Map<const block>(s0 + i * lds + j), ub, i);
+        row_update(Eigen::Map<block>(d0 + i * ldd + j), Eigen::Map<const block>(s0 + i * lds + j), ub, rb, i);
     }
     if (j == V_) return;
     const index_t w = V_ - j;
     for (index_t i = 0; i < K_; ++i)
-      row_update(dst.row(i).tail(w).array(), src.row(i).tail(w).array(), u_.tail(w).array(), i);
+      row_update(dst.row(i).tail(w).array(), src.row(i).tail(w).array(), u_.tail(w).array(), a_.tail(w).array(), i);
   }
 
   index_t K_, V_;
   mat<A> H_;                        // [K, V] the state off the in-place path
-  row_vec<A> q_, k_, dq_, dk_;      // [K]: q, k and their decayed copies
+  row_vec<A> q_, k_, dq_, dk_;      // [K]: q, k and their decayed copies (low rank: dk_ = a)
+  row_vec<A> lb_;                   // [K]: the low-rank write vector b (low rank only)
   row_vec<A> decay_;                // [K]: the decay factor of each key row
   row_vec<A> u_, a_, o_;            // [V]: the value, then what is written; (d k)^T H; the output
   std::vector<double> gates_;       // [K]: the log gates of the token (vector decay)

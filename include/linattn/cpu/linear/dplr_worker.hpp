@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// The diagonal-plus-low-rank family (RWKV-7, docs/math.md#rwkv-7-chunkwise) over one span of
+/// tokens of one (sequence, value head): a chunk of the chunkwise form or a whole sequence in
+/// the parallel form. With H = S^T ([K, V]) the recurrence is
+///   r_t = a_t^T H_{t-1},   H_t = diag(exp(g_t)) H_{t-1} + b_t r_t^T + k_t v_t^T,   o_t = H_t^T q_t.
+/// Per span, with c the span-local inclusive log-gate cumsum ([n, K]) and H0 the state at the
+/// span start, every read r_t is a linear function of H0, the values and the earlier reads:
+///
+///   Â   = rows a_t ⊙ exp(c_{t-1})                  a decayed from the span start     [n, K]
+///   L_x = [t, j] = sum_d a_t,d x_j,d exp(c_{t-1,d} - c_j,d), j < t   (x = b or k)    [n, n]
+///   (I - L_b) R = Â H0 + L_k V                      forward substitution              [n, V]
+///   O   = (Q ⊙ exp(c)) H0 + P_k V + P_b R           P_x the causal scores of q vs x    [n, V]
+///   H  <- diag(exp(c_n)) H0 + (K ⊙ exp(c_n - c))^T V + (B ⊙ exp(c_n - c))^T R
+///
+/// L_x's row t is the score of a_t against x under the cumsum of row t - 1, so it is computed as
+/// the inclusive causal score of the rows a_{t+1} (stored one row up) against x: every score
+/// goes through vector_decay_scores (a chunk's four blocks in one `joint` pass) and every
+/// exponent is <= 0. The substitution's intermediates
+/// are the recurrence's own reads, so its accuracy is the recurrence's (no explicit inverse).
+#pragma once
+
+#include <algorithm>
+
+#include "../../core/config.hpp"
+#include "../../core/tensor_view.hpp"
+#include "../io/token_io.hpp"
+#include "../linalg/eigen_types.hpp"
+#include "../linalg/gemm.hpp"
+#include "../linalg/unit_lower_solve.hpp"
+#include "vector_decay_scores.hpp"
+
+namespace linattn::cpu {
+
+template <class Rule, class T, class A, class Cum>
+class dplr_worker {
+ public:
+  using inputs_t = typename Rule::template inputs<T>;
+  using scalar = T;        // input and output elements
+  using state_scalar = A;  // state and accumulation
+  static constexpr index_t tile = vector_decay_scores<A, Cum>::tile;  // output rows per tile
+  /// `load` does the chunk-local work (scores, L_b, L_k V) that chunks may do in parallel.
+  static constexpr bool chunk_local_load = true;
+
+  dplr_worker(index_t capacity, index_t K, index_t V)
+      : Q_(capacity, K), K_(capacity, K), Bw_(capacity, K), Ad_(capacity, K), An_(capacity, K), Qd_(capacity, K),
+        Kf_(capacity, K), Bf_(capacity, K), c_(capacity, K), f_(K), V_(capacity, V), Y_(capacity, V),
+        R_(capacity, V), M_(capacity, capacity), Pk_(std::min(tile, capacity), capacity),
+        Pb_(std::min(tile, capacity), capacity), Lk_(std::min(tile, capacity), capacity),
+        Lb_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V), sk_(capacity, K), sb_(capacity, K) {}
+
+  void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
+    n_ = n;
+    load_rows(in.q, b, t0, hq, n, Q_, scale);
+    load_rows(in.k, b, t0, hq, n, K_, A(1));
+    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    load_rows(in.b, b, t0, hv, n, Bw_, A(1));
+    load_rows(in.a, b, t0, hv, n, Ad_, A(1));
+    if (n == 0) return;
+    vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, c_);
+    sk_.set_keys(K_, c_, n);
+    sb_.set_keys(Bw_, c_, n);
+    const index_t m = n - 1;  // reads of tokens 1..n-1 depend on the span's earlier tokens
+
+    // a_{t+1} in row t (it reads the state of token t, under c_t); then Â = a ⊙ exp(c_{t-1}).
+    An_.topRows(m) = Ad_.middleRows(1, m);
+    An_.row(m).setZero();  // no token after the span
+    Ad_.middleRows(1, m) = Ad_.middleRows(1, m).cwiseProduct(decay_exp<A>(c_.topRows(m)));
+    Qd_.topRows(n) = Q_.topRows(n).cwiseProduct(decay_exp<A>(c_.topRows(n)));
+    for (index_t r = 0; r < n; ++r) {  // row by row: vectorised exps (decay_exp)
+      Kf_.row(r) = K_.row(r).cwiseProduct(decay_exp<A>(c_.row(n - 1) - c_.row(r)));
+      Bf_.row(r) = Bw_.row(r).cwiseProduct(decay_exp<A>(c_.row(n - 1) - c_.row(r)));
+    }
+    f_ = decay_exp<A>(c_.row(n - 1));
+
+    Y_.row(0).setZero();
+    if (n <= tile) {
+      // One tile (every chunk up to C = 64): the four score blocks in one pass, sharing the
+      // diagonal blocks' exps; M's strictly lower part is -L_b (row 0 has none), Y = L_k V.
+      sk_.template joint<2, 2>({&Q_, &An_}, {&sk_, &sb_}, [&](std::size_t s, std::size_t j) {
+        return (s == 0 ? (j == 0 ? Pk_ : Pb_) : (j == 0 ? Lk_ : Lb_)).topLeftCorner(n, n);
+      }, 0, n);
+      M_.block(1, 0, m, m) = -Lb_.topLeftCorner(m, m);
+      if (m > 0) gemm<triangle::lower_a>(Y_.middleRows(1, m), rows_of(Lk_.topLeftCorner(m, m)), V_.topRows(m));
+      return;
+    }
+    // Longer spans (the parallel form): L_b whole, L_k V and the output scores tile by tile.
+    // M's strictly lower part: -L_b (unit_lower_solve inverts I + M). Row 0 has none.
+    auto Lb = M_.block(1, 0, m, m);
+    sb_.all(An_, Lb, m);
+    Lb = -Lb;
+    // Y = L_k V, tile by tile of L_k's rows 1..n-1.   [n, V]
+    for (index_t r0 = 0; r0 < m; r0 += tile) {
+      const index_t r1 = std::min(r0 + tile, m), w = r1 - r0;
+      sk_(An_, Pk_.topLeftCorner(w, r1), r0, r1);
+      gemm<triangle::lower_a>(Y_.middleRows(r0 + 1, w), rows_of(Pk_.topLeftCorner(w, r1)), V_.topRows(r1), {.diag = r0});
+    }
+  }
+
+  /// Outputs of the span given the state H at its start; R = the span's reads.
+  template <class Out>
+  void emit(const mat<A>& H, const Out& out, index_t b, index_t t0, index_t hv) {
+    const index_t n = n_;
+    if (n == 0) return;
+    auto R = R_.topRows(n);
+    R = Y_.topRows(n);
+    gemm(R, rows_of(Ad_.topRows(n)), H, {.beta = A(1)});  // Â H0 + L_k V
+    unit_lower_solve(M_, R, n);                          // (I - L_b)^{-1}
+    for (index_t r0 = 0; r0 < n; r0 += tile) {
+      const index_t r1 = std::min(r0 + tile, n), m = r1 - r0;
+      if (n > tile) output_scores(r0, r1);  // else in load
+      auto O = O_.topRows(m);  // [m, V]
+      gemm(O, rows_of(Qd_.middleRows(r0, m)), H);
+      gemm<triangle::lower_a>(O, rows_of(Pk_.topLeftCorner(m, r1)), V_.topRows(r1), {.beta = A(1), .diag = r0});
+      gemm<triangle::lower_a>(O, rows_of(Pb_.topLeftCorner(m, r1)), R_.topRows(r1), {.beta = A(1), .diag = r0});
+      store_rows(out, b, t0 + r0, hv, m, O);
+    }
+  }
+
+  /// H <- state after the span (uses R from emit).
+  void advance(mat<A>& H) {
+    const index_t n = n_;
+    if (n == 0) return;
+    H = f_.asDiagonal() * H;
+    gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = A(1)});
+    gemm(H, cols_of(Bf_.topRows(n)), R_.topRows(n), {.beta = A(1)});
+  }
+
+ private:
+  /// Pk_, Pb_ [0:r1-r0, 0:r1] = causal scores of the query rows [r0, r1) against k and b.
+  void output_scores(index_t r0, index_t r1) {
+    sk_(Q_, Pk_.topLeftCorner(r1 - r0, r1), r0, r1);
+    sb_(Q_, Pb_.topLeftCorner(r1 - r0, r1), r0, r1);
+  }
+
+  index_t n_ = 0;
+  mat<A> Q_, K_, Bw_;  // [cap, K]  q (scaled), k, the low-rank write vector b
+  mat<A> Ad_;          // [cap, K]  a, then Â = a ⊙ exp(c_{t-1})
+  mat<A> An_;          // [cap, K]  a_{t+1} in row t
+  mat<A> Qd_;          // [cap, K]  q ⊙ exp(c)
+  mat<A> Kf_, Bf_;     // [cap, K]  k, b ⊙ exp(c_n - c)
+  mat<Cum> c_;         // [cap, K]  span-local inclusive log-gate cumsum
+  row_vec<A> f_;       // [K]       exp(c_n): the span's decay
+  mat<A> V_, Y_, R_;   // [cap, V]  v; L_k V; the reads r
+  mat<A> M_;           // [cap, cap] strictly lower part: -L_b
+  mat<A> Pk_, Pb_;     // [tile, cap] scores of q against k and b; Pk_ also L_k's tiles (long spans)
+  mat<A> Lk_, Lb_;     // [tile, cap] L_k and L_b one row up (spans of one tile)
+  mat<A> O_;           // [tile, V] output rows
+  vector_decay_scores<A, Cum> sk_, sb_;  // scores against k and against b
+};
+
+}  // namespace linattn::cpu

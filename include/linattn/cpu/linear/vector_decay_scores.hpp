@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Causal scores of a span under per-key decays (docs/math.md#vector-decay): for source rows
+/// Src (queries, or keys for a Gram) against one set of keys K, both under the span-local
+/// inclusive log-gate cumsum b,
+///
+///   P[r, c] = sum_d Src_rd K_cd exp(b_rd - b_cd)   for c <= r,   0 for c > r,
+///
+/// with every exponent <= 0: rows and keys meet at a pivot row e between them (c <= e < r),
+/// exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), per 64-row tile and per 16-row sub-block;
+/// only the diagonal 16 x 16 blocks take elementwise exps. Also the per-key gate cumsum itself
+/// (summed in double, rounded once per entry). Used by the additive span (vector decay: one
+/// source, one key set) and the diagonal-plus-low-rank span (one instance per key set; `joint`
+/// scores q and a against k and b in one pass, one exp row per diagonal-block pair).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "../../core/config.hpp"
+#include "../linalg/eigen_types.hpp"
+#include "rule_coefficients.hpp"
+#include "safe_coefficients.hpp"
+
+namespace linattn::cpu {
+
+/// exp of a (non-positive) log-gate expression, evaluated in A. Eigen 3.4's cast has no packet
+/// access even to the same type, so a cast would make the whole expression scalar (one std::exp
+/// call per entry): it is skipped when the scalar already is A. (So is rowwise(): its Replicate
+/// has no packet access either; the callers decay row by row.)
+template <class A, class E>
+auto decay_exp(const Eigen::DenseBase<E>& x) {
+  if constexpr (std::is_same_v<typename E::Scalar, A>) return x.derived().array().exp().matrix();
+  else return x.derived().template cast<A>().array().exp().matrix();
+}
+
+/// cum[r, d] = sum of the floored log gates of key dimension d over tokens [t0, t0 + r],
+/// r in [0, n).   cum: [cap, K]
+template <class Rule, class A, class In, class Cum>
+void vector_gate_cumsum(const In& in, index_t b, index_t t0, index_t n, index_t hv, mat<Cum>& cum) {
+  const index_t K = cum.cols();
+  std::vector<double> run(static_cast<std::size_t>(K), 0.0), gates(static_cast<std::size_t>(K));
+  for (index_t r = 0; r < n; ++r) {
+    vector_log_gates<Rule>(in, b, t0 + r, hv, K, gates.data());
+    for (index_t d = 0; d < K; ++d)
+      cum(r, d) = static_cast<Cum>(run[std::size_t(d)] += floored_gate<A>(gates[std::size_t(d)]));
+  }
+}
+
+template <class A, class Cum>
+class vector_decay_scores {
+ public:
+  static constexpr index_t tile = 64;  // outer pivot block
+  static constexpr index_t sub = 16;   // inner pivot block
+
+  vector_decay_scores(index_t capacity, index_t K)
+      : Kt_(capacity, K), Ks_(capacity, K), Kf_(capacity, K), Ss_(std::min(tile, capacity), K), f_(K), e_(K),
+        t_(max_sources, K) {}
+
+  /// Takes keys rows [0, n) of K under the cumsum b (both kept by reference until the next call):
+  /// the keys pre-decayed to the last row of their 64-block and 16-block.
+  void set_keys(const mat<A>& K, const mat<Cum>& b, index_t n) {
+    K_ = &K, b_ = &b;
+    for (index_t i = 0; i < n; ++i) {
+      const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
+      const index_t ps = std::min(i / sub * sub + sub - 1, n - 1);
+      Kt_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(pt) - b.row(i)));
+      Ks_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(ps) - b.row(i)));
+    }
+  }
+
+  /// P[0:r1-r0, 0:r1] = causal scores of rows [r0, r1) of Src against keys [0, r1); r0 a
+  /// multiple of `tile`.
+  template <class Dst>
+  void operator()(const mat<A>& Src, Dst&& P, index_t r0, index_t r1) {
+    joint<1, 1>({&Src}, {this}, [&](std::size_t, std::size_t) { return P.block(0, 0, P.rows(), P.cols()); }, r0, r1);
+  }
+
+  /// The scores of S sources against J key sets (this one among them; all under the same
+  /// cumsum) in one pass: dst(s, j) gives the block P of source s against key set j, as for
+  /// operator(). The diagonal blocks' exps exp(b_i - b_c) are taken once for all S J pairs.
+  static constexpr std::size_t max_sources = 2;
+  template <std::size_t S, std::size_t J, class DstOf>
+  void joint(const std::array<const mat<A>*, S>& src, const std::array<vector_decay_scores*, J>& keys, DstOf&& dst,
+             index_t r0, index_t r1) {
+    static_assert(S <= max_sources, "vector_decay_scores::joint: at most max_sources sources");
+    const mat<Cum>& b = *b_;
+    for (std::size_t s = 0; s < S; ++s)
+      for (std::size_t j = 0; j < J; ++j) {
+        auto P = dst(s, j);
+        if (r0 > 0) keys[j]->pivot_block(*src[s], P, r0, r1, 0, r0, keys[j]->Kt_, tile);
+        for (index_t a0 = r0 + sub; a0 < r1; a0 += sub)
+          keys[j]->pivot_block(*src[s], P, a0, std::min(a0 + sub, r1), r0, r0, keys[j]->Ks_, sub);
+      }
+    if constexpr (S == 1 && J == 1) {  // one pair: one fused expression per entry
+      auto P = dst(0, 0);
+      const mat<A>& K = *keys[0]->K_;
+      for (index_t a0 = r0; a0 < r1; a0 += sub)
+        for (index_t i = a0; i < std::min(a0 + sub, r1); ++i) {  // diagonal block: exponents <= 0
+          for (index_t c = a0; c <= i; ++c)
+            P(i - r0, c) = src[0]->row(i).cwiseProduct(K.row(c)).cwiseProduct(decay_exp<A>(b.row(i) - b.row(c))).sum();
+          P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
+        }
+      return;
+    }
+    for (index_t a0 = r0; a0 < r1; a0 += sub) {
+      const index_t a1 = std::min(a0 + sub, r1);
+      for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
+        for (index_t c = a0; c <= i; ++c) {
+          e_ = decay_exp<A>(b.row(i) - b.row(c));
+          for (std::size_t s = 0; s < S; ++s) {
+            t_.row(index_t(s)) = src[s]->row(i).cwiseProduct(e_);
+            for (std::size_t j = 0; j < J; ++j) dst(s, j)(i - r0, c) = t_.row(index_t(s)).dot(keys[j]->K_->row(c));
+          }
+        }
+        for (std::size_t s = 0; s < S; ++s)
+          for (std::size_t j = 0; j < J; ++j) dst(s, j).row(i - r0).segment(i + 1, r1 - i - 1).setZero();
+      }
+    }
+  }
+
+  /// G[0:n, 0:n] = the causal scores of Src rows [0, n) against the keys, tile by tile.
+  template <class Dst>
+  void all(const mat<A>& Src, Dst&& G, index_t n) {
+    for (index_t r0 = 0; r0 < n; r0 += tile) {
+      const index_t r1 = std::min(r0 + tile, n);
+      (*this)(Src, G.block(r0, 0, r1 - r0, r1), r0, r1);
+    }
+  }
+
+ private:
+  /// Rows [a0, a1) of Src against keys [c0, a0) through the pivot e = a0 - 1, into rows
+  /// [a0 - r0, a1 - r0) of P: Src rows decayed to e, keys (pre-decayed to their block's last row
+  /// in Kpre, block size bs) decayed on to e.
+  template <class Dst>
+  void pivot_block(const mat<A>& Src, Dst& P, index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre,
+                   index_t bs) {
+    const mat<Cum>& b = *b_;
+    const index_t e = a0 - 1, ma = a1 - a0;
+    for (index_t i = 0; i < ma; ++i) Ss_.row(i) = Src.row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
+    for (index_t j = c0; j < a0; j += bs) {
+      const index_t p = j + bs - 1;  // blocks before a0 are full
+      f_ = decay_exp<A>(b.row(e) - b.row(p));
+      Kf_.middleRows(j, bs).noalias() = Kpre.middleRows(j, bs) * f_.asDiagonal();
+    }
+    P.block(a0 - r0, c0, ma, a0 - c0).noalias() = Ss_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
+  }
+
+  const mat<A>* K_ = nullptr;  // [cap, K]  the keys
+  const mat<Cum>* b_ = nullptr;  // [cap, K]  their inclusive log-gate cumsum
+  mat<A> Kt_, Ks_;  // [cap, K]  keys decayed to their 64/16-block pivot
+  mat<A> Kf_;       // [cap, K]  keys decayed on to the current pivot
+  mat<A> Ss_;       // [tile, K] source rows decayed to the current pivot
+  row_vec<A> f_;    // [K]       per-dimension pivot factor
+  row_vec<A> e_;    // [K]       exp(b_i - b_c) of one diagonal-block pair
+  mat<A> t_;        // [max_sources, K] source rows times e_
+};
+
+}  // namespace linattn::cpu
