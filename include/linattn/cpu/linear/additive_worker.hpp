@@ -89,7 +89,7 @@ class additive_worker {
       eb_.head(n) = ex(scalar_gates().head(n));
     }
     if constexpr (decay == decay_kind::vector) {
-      vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, b_);
+      vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, b_, gate_scratch_);
       vs_.set_keys(K_, b_, n);  // keys pre-decayed to their pivots
     }
     // A span of one output tile (every chunk up to C = 64) takes its scores here, with the
@@ -214,6 +214,7 @@ class additive_worker {
   mat<A> Qs_, Kf_;    // [tile, K], [cap, K]           decayed copies
   mat<A> Kx_;         // [K, cap]                       Kᵀ (no vector decay): rows read by Q Kᵀ
   mat<Cum> b_;        // [cap, 1] or [cap, K]           span-local log-gate cumsum
+  std::vector<double> gate_scratch_;  // [2K]  vector_gate_cumsum's sums and gates
   col_vec<A> cf_;     // [cap]                          scalar column / write factors
   col_vec<A> eb_;     // [cap]                          scalar exp(b)
   row_vec<A> f_;      // [K]                            per-dimension decay of the span

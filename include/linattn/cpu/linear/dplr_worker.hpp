@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <vector>
 
 #include "../../core/config.hpp"
 #include "../../core/tensor_view.hpp"
@@ -57,7 +58,7 @@ class dplr_worker {
     load_rows(in.b, b, t0, hv, n, Bw_, A(1));
     load_rows(in.a, b, t0, hv, n, Ad_, A(1));
     if (n == 0) return;
-    vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, c_);
+    vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, c_, gate_scratch_);
     sk_.set_keys(K_, c_, n);
     sb_.set_keys(Bw_, c_, n);
     const index_t m = n - 1;  // reads of tokens 1..n-1 depend on the span's earlier tokens
@@ -140,6 +141,7 @@ class dplr_worker {
   mat<A> Qd_;          // [cap, K]  q ⊙ exp(c)
   mat<A> Kf_, Bf_;     // [cap, K]  k, b ⊙ exp(c_n - c)
   mat<Cum> c_;         // [cap, K]  span-local inclusive log-gate cumsum
+  std::vector<double> gate_scratch_;  // [2K]  vector_gate_cumsum's sums and gates
   row_vec<A> f_;       // [K]       exp(c_n): the span's decay
   mat<A> V_, Y_, R_;   // [cap, V]  v; L_k V; the reads r
   mat<A> M_;           // [cap, cap] strictly lower part: -L_b

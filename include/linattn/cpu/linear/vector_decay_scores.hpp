@@ -38,15 +38,19 @@ auto decay_exp(const Eigen::DenseBase<E>& x) {
 }
 
 /// cum[r, d] = sum of the floored log gates of key dimension d over tokens [t0, t0 + r],
-/// r in [0, n).   cum: [cap, K]
+/// r in [0, n), summed in double and rounded once per entry.   cum: [cap, K]
+/// `scratch` is the caller's buffer (2 K doubles once grown: the sums and one token's gates),
+/// so that a chunk allocates nothing.
 template <class Rule, class A, class In, class Cum>
-void vector_gate_cumsum(const In& in, index_t b, index_t t0, index_t n, index_t hv, mat<Cum>& cum) {
-  const index_t K = cum.cols();
-  std::vector<double> run(static_cast<std::size_t>(K), 0.0), gates(static_cast<std::size_t>(K));
+void vector_gate_cumsum(const In& in, index_t b, index_t t0, index_t n, index_t hv, mat<Cum>& cum,
+                        std::vector<double>& scratch) {
+  const auto K = static_cast<std::size_t>(cum.cols());
+  scratch.assign(2 * K, 0.0);
+  double* const run = scratch.data();
+  double* const gates = run + K;
   for (index_t r = 0; r < n; ++r) {
-    vector_log_gates<Rule>(in, b, t0 + r, hv, K, gates.data());
-    for (index_t d = 0; d < K; ++d)
-      cum(r, d) = static_cast<Cum>(run[std::size_t(d)] += floored_gate<A>(gates[std::size_t(d)]));
+    vector_log_gates<Rule>(in, b, t0 + r, hv, index_t(K), gates);
+    for (std::size_t d = 0; d < K; ++d) cum(r, index_t(d)) = static_cast<Cum>(run[d] += floored_gate<A>(gates[d]));
   }
 }
 

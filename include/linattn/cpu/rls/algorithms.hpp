@@ -21,16 +21,7 @@ template <>
 struct algorithm<rls_family, form::decode> : cpu::token_forms<cpu::worker_tokens<cpu::rls_worker>> {};
 
 template <>
-struct algorithm<rls_family, form::chunkwise> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_head_states<cpu::rls_worker<Rule, T, state_t<T>>>(
-        in, opt.initial_state, opt.final_state, p, p.chunk, [&](auto& w, index_t b, index_t t0, index_t n, auto... a) {
-          cpu::for_each_span(n, p.chunk, [&](index_t t, index_t m) { w.chunk(in, out, b, t0 + t, m, a...); });
-        });
-  }
-};
+struct algorithm<rls_family, form::chunkwise> : cpu::worker_chunks<cpu::rls_worker> {};
 
 template <>
 struct algorithm<rls_family, form::parallel> {

@@ -86,8 +86,8 @@ class rls_worker {
   }
 
   /// One chunk of the chunkwise form (block Woodbury + Cholesky).
-  void chunk(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
-             index_t hv, A scale) {
+  void span(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
+            index_t hv, A scale) {
     if (n == 0) return;
     load_rows(in.q, b, t0, hq, n, Q_, scale);
     load_rows(in.k, b, t0, hq, n, K_, A(1));

@@ -31,8 +31,8 @@ struct token_forms {
   }
 };
 
-/// The chunkwise cell of a family whose per-head worker carries the task's state (mLSTM, the
-/// selective scan): Worker<Rule, T, A>::span(in, out, b, t0, n, hq, hv, scale) chunk by chunk
+/// The chunkwise cell of a family whose per-head worker carries the task's state (RLS, mLSTM,
+/// the selective scan): Worker<Rule, T, A>::span(in, out, b, t0, n, hq, hv, scale) chunk by chunk
 /// (capacity: options::chunk_size), the state carried from one chunk to the next.
 template <template <class, class, class> class Worker>
 struct worker_chunks {
