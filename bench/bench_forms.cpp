@@ -10,7 +10,8 @@
 ///             H=4; softmax attention (online, C in {64, 128}) at every T and K
 ///   --delta   GatedDelta at B=1 T=8192 H=16 K=V=128, every form, C in {16, 32, 64, 128}
 ///   --threads GatedDelta and ScalarDecay at B=1 T=8192 H in {1, 2, 16}, 1 and 2 threads (wall time)
-///   --decode  decode_step<GatedDelta> at B=1 H=16 K=V=128 next to copies of the state bytes
+///   --decode  decode_step<GatedDelta> at B=1 H=16 K=V=128 next to copies of the state bytes, and
+///             the serving rows: pool, verify_drafts / commit_drafts (B=1 and B=32), 1 and 2 threads
 ///   --smoke   tiny shape, two iterations per row (the ctest `bench_smoke`)
 ///
 /// Results go to <build>/bench-results/forms.json (sweep: forms_sweep.json, delta:
@@ -253,58 +254,76 @@ constexpr index_t decode_H = 16, decode_D = 128;
 constexpr double decode_state_bytes = double(decode_H * decode_D * decode_D * sizeof(float));
 
 /// How a decode row calls the library: `states` distinct states cycled through (contiguous
-/// [1, H, K, V] each) or, with `pool`, slot 5 of an [8, H, K, V] pool through
-/// options::state_indices; `drafts` > 0: verify_drafts of that many draft tokens (the pool is
-/// read, the state after each draft token written) instead of one decode_step.
+/// [1, H, K, V] each) or, with `pool`, slots 5.. of an [batch + 7, H, K, V] pool through
+/// options::state_indices, for `batch` sequences; `drafts` > 0: verify_drafts of that many
+/// draft tokens from the pool instead of one decode_step, keeping the state after each draft
+/// token (`record` false) or the compact draft_record (true); `commit`: commit_drafts of all
+/// the drafts from that record instead (verified once before the timing).
 struct decode_setup {
   index_t states = 1;
   int threads = 1;
   bool pool = false;
   index_t drafts = 0;
+  index_t batch = 1;
+  bool record = false;
+  bool commit = false;
 };
 
 void bench_decode(benchmark::State& state, const decode_setup& c) {
-  const index_t H = decode_H, D = decode_D, per = H * D * D, T = std::max<index_t>(1, c.drafts);
-  const index_t slots = c.pool ? 8 : c.states;
+  const index_t H = decode_H, D = decode_D, per = H * D * D, T = std::max<index_t>(1, c.drafts), B = c.batch;
+  const index_t slots = c.pool ? B + 7 : c.states;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> q(T * H * D), k(T * H * D), v(T * H * D), out(T * H * D), g(T * H), beta(T * H);
-  std::vector<float> s(static_cast<std::size_t>(slots * per)), drafts(static_cast<std::size_t>(c.drafts * per));
+  const std::size_t tokens = std::size_t(B * T * H);
+  std::vector<float> q(tokens * D), k(tokens * D), v(tokens * D), out(tokens * D), g(tokens), beta(tokens);
+  std::vector<float> s(static_cast<std::size_t>(slots * per));
+  std::vector<float> drafts(c.record ? 0 : static_cast<std::size_t>(B * c.drafts * per));
+  std::vector<float> rec_k(c.record ? tokens * D : 0), rec_u(rec_k.size()), rec_g(c.record ? tokens : 0);
   for (float& x : q) x = normal(rng);
   for (float& x : v) x = normal(rng);
   for (float& x : s) x = 0.01f * normal(rng);
-  for (index_t th = 0; th < T * H; ++th) {
+  for (std::size_t th = 0; th < tokens; ++th) {
     float n2 = 0;
     for (index_t j = 0; j < D; ++j) n2 += (k[th * D + j] = normal(rng)) * k[th * D + j];
     for (index_t j = 0; j < D; ++j) k[th * D + j] /= std::sqrt(n2);
     g[th] = log_sigmoid(normal(rng) + 2.0f) / 16.0f;
     beta[th] = 1.0f / (1.0f + std::exp(-normal(rng)));
   }
-  const la::GatedDelta::inputs<float> in{.q = la::view(q.data(), 1, T, H, D), .k = la::view(k.data(), 1, T, H, D),
-                                         .v = la::view(v.data(), 1, T, H, D), .g = la::view(g.data(), 1, T, H),
-                                         .beta = la::view(beta.data(), 1, T, H)};
+  const la::GatedDelta::inputs<float> in{.q = la::view(q.data(), B, T, H, D), .k = la::view(k.data(), B, T, H, D),
+                                         .v = la::view(v.data(), B, T, H, D), .g = la::view(g.data(), B, T, H),
+                                         .beta = la::view(beta.data(), B, T, H)};
   la::options<float> opt;
   opt.threads = c.threads;
-  const std::int32_t slot = 5;
-  if (c.pool) opt.state_indices = la::view(&slot, 1);
+  std::vector<std::int32_t> slot(static_cast<std::size_t>(B));
+  for (index_t n = 0; n < B; ++n) slot[std::size_t(n)] = std::int32_t(5 + n);
+  if (c.pool) opt.state_indices = la::view(slot.data(), slot.size());
+  const la::draft_record<float> rec{la::view(rec_k.data(), B, T, H, D), la::view(rec_u.data(), B, T, H, D),
+                                    la::view(rec_g.data(), B, T, H, 1)};
+  const std::vector<std::int32_t> accepted(static_cast<std::size_t>(B), std::int32_t(c.drafts));
+  const auto o = la::view(out.data(), B, T, H, D);
+  const auto pool = la::view(s.data(), slots, H, D, D);
+  if (c.commit) la::verify_drafts<la::GatedDelta>(in, o, pool, rec, opt);
   index_t i = 0;
   for (auto _ : state) {
-    const auto o = la::view(out.data(), 1, T, H, D);
-    if (c.drafts > 0) {
-      la::verify_drafts<la::GatedDelta>(in, o, la::view(s.data(), slots, H, D, D),
-                                        la::view(drafts.data(), 1, c.drafts, H, D, D), opt);
+    if (c.commit) {
+      la::commit_drafts(pool, rec, la::view(accepted.data(), accepted.size()), opt);
+    } else if (c.drafts > 0 && c.record) {
+      la::verify_drafts<la::GatedDelta>(in, o, pool, rec, opt);
+    } else if (c.drafts > 0) {
+      la::verify_drafts<la::GatedDelta>(in, o, pool, la::view(drafts.data(), B, c.drafts, H, D, D), opt);
     } else if (c.pool) {
-      la::decode_step<la::GatedDelta>(in, o, la::view(s.data(), slots, H, D, D), opt);
+      la::decode_step<la::GatedDelta>(in, o, pool, opt);
     } else {
       la::decode_step<la::GatedDelta>(in, o, la::view(s.data() + i * per, 1, H, D, D), opt);
       i = (i + 1) % c.states;
     }
     benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(s.data());
     benchmark::ClobberMemory();
   }
-  state.counters["tokens_per_s"] = benchmark::Counter(double(state.iterations() * T), benchmark::Counter::kIsRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(double(state.iterations() * B * T), benchmark::Counter::kIsRate);
   state.counters["bytes_per_second"] =
-      benchmark::Counter(2 * decode_state_bytes * double(state.iterations()), benchmark::Counter::kIsRate);
+      benchmark::Counter(2 * decode_state_bytes * double(B) * double(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 /// STREAM-like copy of `bytes` per iteration (read + write = 2 * bytes moved), cycling through
@@ -471,6 +490,22 @@ void register_all(mode m) {
           [th](benchmark::State& st) { bench_decode(st, {.threads = th, .pool = true}); }, true);
       reg("GatedDelta/verify_drafts:4/pool" + t,
           [th](benchmark::State& st) { bench_decode(st, {.threads = th, .pool = true, .drafts = 4}); }, true);
+      reg("GatedDelta/verify_drafts:4/record/pool" + t,
+          [th](benchmark::State& st) { bench_decode(st, {.threads = th, .pool = true, .drafts = 4, .record = true}); },
+          true);
+      // 32 sequences (32 MiB of states, read from memory): decode, verify and commit.
+      reg("GatedDelta/decode/pool/B:32" + t,
+          [th](benchmark::State& st) { bench_decode(st, {.threads = th, .pool = true, .batch = 32}); }, true);
+      reg("GatedDelta/verify_drafts:4/record/pool/B:32" + t,
+          [th](benchmark::State& st) {
+            bench_decode(st, {.threads = th, .pool = true, .drafts = 4, .batch = 32, .record = true});
+          },
+          true);
+      reg("GatedDelta/commit_drafts:4/record/pool/B:32" + t,
+          [th](benchmark::State& st) {
+            bench_decode(st, {.threads = th, .pool = true, .drafts = 4, .batch = 32, .record = true, .commit = true});
+          },
+          true);
     }
     reg("copy_state/states:1", [](benchmark::State& st) { bench_copy(st, decode_state_bytes, 1); });
     reg("copy_state/states:256", [](benchmark::State& st) { bench_copy(st, decode_state_bytes, 256); });
@@ -626,12 +661,13 @@ class summary_reporter : public median_reporter {
     const double floor = seconds("copy_state/states:256");
     line("\nDecode summary (one core, CPU time; state = 16 x 128 x 128 fp32 = 1 MiB, read and written once per"
          " call; floor = copy_state/states:256, a copy of the state bytes from and to memory)");
-    line("%-42s %10s %10s %9s", "row", "us/call", "GB/s", "x floor");
+    line("%-48s %10s %10s %9s", "row", "us/call", "GB/s", "x floor");
     for (const std::string& name : order()) {
       const double t = seconds(name);
       if (t == 0) continue;
-      line("%-42s %10.1f %10.2f %9s", name.c_str(), t * 1e6, 2 * decode_state_bytes / t * 1e-9,
-           floor > 0 ? fixed(t / floor, "%.2fx").c_str() : "-");
+      const double states = name.find("/B:32") != std::string::npos ? 32.0 : 1.0;  // sequences per call
+      line("%-48s %10.1f %10.2f %9s", name.c_str(), t * 1e6, 2 * states * decode_state_bytes / t * 1e-9,
+           floor > 0 ? fixed(t / (states * floor), "%.2fx").c_str() : "-");
     }
     // Serving ratios (wall time): pool / contiguous, 1 thread / 2 threads, verify 4 / decode.
     const auto ratio = [&](const char* what, const std::string& a, const std::string& b) {
@@ -643,8 +679,14 @@ class summary_reporter : public median_reporter {
       const std::string t = std::string("/threads:") + th;
       ratio(("pool / contiguous decode, threads " + std::string(th)).c_str(), "GatedDelta/decode/pool" + t,
             "GatedDelta/decode/contiguous" + t);
-      ratio(("verify_drafts:4 / pool decode, threads " + std::string(th)).c_str(),
+      ratio(("verify_drafts:4 (states) / pool decode, threads " + std::string(th)).c_str(),
             "GatedDelta/verify_drafts:4/pool" + t, "GatedDelta/decode/pool" + t);
+      ratio(("verify_drafts:4 (record) / pool decode, threads " + std::string(th)).c_str(),
+            "GatedDelta/verify_drafts:4/record/pool" + t, "GatedDelta/decode/pool" + t);
+      ratio(("B=32: verify_drafts:4 (record) / pool decode, threads " + std::string(th)).c_str(),
+            "GatedDelta/verify_drafts:4/record/pool/B:32" + t, "GatedDelta/decode/pool/B:32" + t);
+      ratio(("B=32: commit_drafts:4 (record) / pool decode, threads " + std::string(th)).c_str(),
+            "GatedDelta/commit_drafts:4/record/pool/B:32" + t, "GatedDelta/decode/pool/B:32" + t);
     }
     ratio("contiguous decode: 1 thread / 2 threads", "GatedDelta/decode/contiguous/threads:1",
           "GatedDelta/decode/contiguous/threads:2");

@@ -3,8 +3,9 @@
 // a pool slot, prefill their prompt and decode until their length, then leave (their slot is
 // reused). Every step is one mixed chunkwise call (prompts and single decode tokens packed
 // with cu_seqlens, states read and written in place through state_indices) plus, for the
-// requests that speculate, one verify_drafts call on up to 4 draft tokens and a commit of the
-// accepted ones (rejected drafts are rolled back, not recomputed). Requests that share the
+// requests that speculate, one verify_drafts call on up to 4 draft tokens (keeping a compact
+// record of each draft token's write) and a commit of the accepted ones (rejected drafts are
+// rolled back, not recomputed). Requests that share the
 // system prompt start from its cached state, taken from a checkpoint of the first such
 // request's prefill. Every output is checked against a plain full-sequence run.
 //
@@ -197,14 +198,18 @@ int main(int argc, char** argv) {
       const std::int64_t N = std::int64_t(in_drafts.size());
       std::int64_t L = 0;  // the most drafts of one request
       for (std::size_t n = 0; n + 1 < drafts.cu.size(); ++n) L = std::max(L, drafts.cu[n + 1] - drafts.cu[n]);
-      std::vector<float> out(std::size_t(drafts.T()) * HV * V), states(std::size_t(N * L) * state_size);
+      // The compact record keeps each draft token's write (K + V + 1 numbers per head) instead
+      // of the state after it (K x V).
+      std::vector<float> out(std::size_t(drafts.T()) * HV * V), keys(std::size_t(N * L) * HV * K),
+          writes(std::size_t(N * L) * HV * V), decays(std::size_t(N * L) * HV);
+      const la::draft_record<float> record{la::view(keys.data(), N, L, HV, K), la::view(writes.data(), N, L, HV, V),
+                                           la::view(decays.data(), N, L, HV, 1)};
       la::options<float> opt;
       opt.cu_seqlens = la::view(drafts.cu.data(), drafts.cu.size());
       opt.state_indices = la::view(drafts.slots.data(), drafts.slots.size());
-      la::verify_drafts<la::GatedDelta>(drafts.inputs(), la::view(out.data(), 1, drafts.T(), HV, V), pool_view(),
-                                        la::view(states.data(), N, L, HV, K, V), opt);
-      la::commit_drafts(pool_view(), la::view(states.data(), N, L, HV, K, V),
-                        la::view(draft_accept.data(), draft_accept.size()), opt);
+      la::verify_drafts<la::GatedDelta>(drafts.inputs(), la::view(out.data(), 1, drafts.T(), HV, V), pool_view(), record,
+                                        opt);
+      la::commit_drafts(pool_view(), record, la::view(draft_accept.data(), draft_accept.size()), opt);
       calls += 2;
       for (std::size_t n = 0; n < in_drafts.size(); ++n) {
         request& q = *in_drafts[n];

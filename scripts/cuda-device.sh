@@ -36,8 +36,8 @@ if [[ $mode == test || $mode == all ]]; then
            for(k in g) printf "  %-30s gradients %.2e\n", k, g[k]}' "$logs/cuda_tests.log" | sort
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-      echo "== compute-sanitizer --tool $tool (decode and gated-rule cases) =="
-      compute-sanitizer --tool $tool --error-exitcode 9 ./$build/tests/cuda/linattn_cuda_tests "[decode],[gates]" \
+      echo "== compute-sanitizer --tool $tool (decode, gated-rule, speculative and checkpoint cases) =="
+      compute-sanitizer --tool $tool --error-exitcode 9 ./$build/tests/cuda/linattn_cuda_tests "[decode],[gates],[speculative],[checkpoints]" \
         >"$logs/sanitizer_$tool.log" 2>&1
       rc=$?
       tail -4 "$logs/sanitizer_$tool.log"

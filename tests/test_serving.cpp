@@ -375,6 +375,76 @@ TEMPLATE_LIST_TEST_CASE("speculative decoding: commit rolls back to every accept
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("speculative decoding with a compact record: outputs and every rollback match fp64",
+                        "[serving][speculative]", all_cases) {
+  using Rule = typename TestType::rule;
+  using T = typename TestType::scalar;
+  using A = la::state_t<T>;
+  std::mt19937_64 rng(37);
+  for (const bool packed : {false, true})
+    for (const gates gm : {gates::mild, gates::strong}) {
+      // Dense: 3 sequences x 6 drafts. Packed: 6, 1 and 4 drafts. K != V, two value heads per q/k head.
+      const std::vector<std::int64_t> cu = packed ? std::vector<std::int64_t>{0, 6, 7, 11} : std::vector<std::int64_t>{};
+      const ref::dims d{.B = packed ? 1 : 3, .T = packed ? 11 : 6, .H = 1, .HV = 2, .K = 5, .V = 3};
+      const ref::problem p = make_problem(rng, d, spec_of<Rule>(), gm, false, cu);
+      const token_buffers<Rule, T> tb(p);
+      const index_t N = 3, L = 6, P = 4, G = Rule::decay == la::decay_kind::vector ? d.K : 1;
+      const std::vector<std::int64_t> slots{2, -1, 0};
+      auto length = [&](index_t n) { return packed ? cu[std::size_t(n) + 1] - cu[std::size_t(n)] : d.T; };
+      auto start = [&](index_t n) { return packed ? cu[std::size_t(n)] : 0; };
+      buffer<A, 4> pool = random_pool<A>(rng, P, d);
+      const std::vector<double> before = pool.get();
+      // The fp64 reference of the whole draft from each sequence's slot state.
+      ref::problem whole = p;
+      whole.s0 = gather(before, d, slots);
+      const ref::result want = ref::run(whole);
+      // Verify on one and on three threads: the same bits; the pool unchanged.
+      auto opt = base_options<T>(64, 1);
+      opt.state_indices = la::view(slots.data(), slots.size());
+      if (packed) opt.cu_seqlens = la::view(cu.data(), cu.size());
+      buffer<T, 4> out({d.B, d.T, d.HV, d.V}, layout::strided);
+      buffer<A, 4> keys({N, L, d.HV, d.K}, layout::strided), updates({N, L, d.HV, d.V}, layout::contiguous),
+          decay({N, L, d.HV, G}, layout::contiguous);
+      const la::draft_record<A> rec{keys.view(), updates.view(), decay.view()};
+      la::verify_drafts<Rule>(tb.inputs(), out.view(), pool.view(), rec, opt);
+      INFO("packed " << packed << " gates " << int(gm));
+      CHECK(same_bits(pool.get(), before));
+      CHECK(rel_err(out.get(), want.o) < tolerance<T>());
+      CHECK(out.padding_untouched());
+      const std::vector<double> k1 = keys.get(), u1 = updates.get(), g1 = decay.get(), o1 = out.get();
+      opt.threads = 3;
+      la::verify_drafts<Rule>(tb.inputs(), out.view(), pool.view(), rec, opt);
+      CHECK((same_bits(out.get(), o1) && same_bits(keys.get(), k1) && same_bits(updates.get(), u1) && same_bits(decay.get(), g1)));
+      for (index_t a = 0; a <= L; ++a) {
+        INFO("accepted " << a);
+        std::vector<std::int64_t> accepted(N);
+        for (index_t n = 0; n < N; ++n) accepted[std::size_t(n)] = std::min(a, length(n));
+        buffer<A, 4> work({P, d.HV, d.K, d.V}, layout::strided, before), work3({P, d.HV, d.K, d.V}, layout::strided, before);
+        la::commit_drafts(work.view(), rec, la::view(accepted.data(), N), opt);
+        opt.threads = 1;
+        la::commit_drafts(work3.view(), rec, la::view(accepted.data(), N), opt);
+        opt.threads = 3;
+        const std::vector<double> after = work.get();
+        CHECK(same_bits(after, work3.get()));
+        CHECK(work.padding_untouched());
+        CHECK(same_bits(slot_of(after, d, 1), slot_of(before, d, 1)));  // unused slots
+        CHECK(same_bits(slot_of(after, d, 3), slot_of(before, d, 3)));
+        for (index_t n = 0; n < N; ++n) {
+          const std::int64_t slot = slots[std::size_t(n)];
+          if (slot < 0) continue;
+          const index_t acc = accepted[std::size_t(n)];
+          if (acc == 0) {
+            CHECK(same_bits(slot_of(after, d, slot), slot_of(before, d, slot)));
+            continue;
+          }
+          // The fp64 recurrence over the accepted tokens of sequence n alone, from its slot.
+          const ref::problem one = prefix_of(p, int(n), int(acc), slot_of(before, d, slot));
+          CHECK(rel_err(slot_of(after, d, slot), ref::run(one).s) < tolerance<T>());
+        }
+      }
+    }
+}
+
 // ---- continuous batching ------------------------------------------------------------------
 
 TEMPLATE_LIST_TEST_CASE("continuous batching: prefill and decode through a pool replay the full sequences",
@@ -615,6 +685,54 @@ TEMPLATE_LIST_TEST_CASE("serving: bad indices, checkpoints and counts are reject
   expect_rejected([&] { commit(ok, out_of_range); }, {"'options.state_indices'", "entry 1 = 4"});
   expect_rejected([&] { commit(ok, short_list); }, {"'options.state_indices'", "expected N = 3"});
   untouched();
+  // verify_drafts and commit_drafts with a compact record: shapes, widths, overlaps.
+  {
+    const index_t G = Rule::decay == la::decay_kind::vector ? d.K : 1;
+    buffer<A, 4> keys({d.B, d.T, d.HV, d.K}, layout::contiguous), updates({d.B, d.T, d.HV, d.V}, layout::contiguous),
+        decay({d.B, d.T, d.HV, G}, layout::contiguous), wide({d.B, d.T, d.HV, d.K + 1}, layout::contiguous);
+    const la::draft_record<A> rec{keys.view(), updates.view(), decay.view()};
+    auto records_untouched = [&] {
+      for (const auto* b : {&keys, &updates, &decay}) {
+        const auto x = b->get();
+        CHECK(std::all_of(x.begin(), x.end(), [](double e) { return std::isnan(e); }));
+      }
+    };
+    auto o = base_options<T>(2, 2);
+    o.state_indices = la::view(fine.data(), fine.size());
+    auto verify = [&](const la::draft_record<A>& r, const la::options<A>& op) {
+      la::verify_drafts<Rule>(tb.inputs(), out.view(), pool.view(), r, op);
+    };
+    expect_rejected([&] { verify({keys.view(), updates.view(), {}}, o); },
+                    {"verify_drafts<", "'record.log_decay'", "is missing"});
+    expect_rejected([&] { verify({updates.view(), updates.view(), decay.view()}, o); },
+                    {"'record.keys'", "expected [N, L, HV, K]"});
+    expect_rejected([&] { verify({keys.view(), updates.view(), wide.view()}, o); }, {"'record.log_decay'", "expected [N, L, HV, G]"});
+    expect_rejected([&] { verify({keys.view(), keys.view(), decay.view()}, o); }, {"'record.updates'"});
+    const la::tensor_view<A, 4> into_pool(pool.data(), {d.B, d.T, d.HV, d.V}, {0, 0, 0, 1});
+    expect_rejected([&] { verify({keys.view(), into_pool, decay.view()}, o); }, {"'record.updates'"});
+    auto with_cp = o;
+    with_cp.checkpoint_every = 1;
+    expect_rejected([&] { verify(rec, with_cp); }, {"'options.checkpoints'", "expected none"});
+    if constexpr (Rule::decay == la::decay_kind::vector) {
+      buffer<A, 4> narrow({d.B, d.T, d.HV, 1}, layout::contiguous);
+      expect_rejected([&] { verify({keys.view(), updates.view(), narrow.view()}, o); }, {"'record.log_decay'", "per-key decay"});
+    }
+    untouched();
+    records_untouched();
+    // A valid verify, then commits that must not write.
+    verify(rec, o);
+    const std::vector<double> kept = pool.get();
+    auto commit_rec = [&](const la::draft_record<A>& r, const std::vector<std::int64_t>& acc) {
+      la::commit_drafts(pool.view(), r, la::view(acc.data(), acc.size()), o);
+    };
+    expect_rejected([&] { commit_rec(rec, too_many); }, {"commit_drafts", "'num_accepted'", "entry 1 = 6"});
+    expect_rejected([&] { commit_rec({keys.view(), updates.view(), {}}, ok); }, {"'record.log_decay'", "is missing"});
+    expect_rejected([&] { commit_rec({keys.view(), keys.view(), decay.view()}, ok); }, {"'record.updates'", "[N, L, HV, V]"});
+    const la::draft_record<A> aliased{la::tensor_view<A, 4>(pool.data(), keys.view().extents(), {0, 0, 0, 1}), updates.view(),
+                                      decay.view()};
+    expect_rejected([&] { commit_rec(aliased, ok); }, {"'pool'", "overlaps 'record.keys'"});
+    CHECK(same_bits(pool.get(), kept));
+  }
   // check_finite scans only the slots the call reads: NaN in an unused slot is fine.
   {
     buffer<A, 4> holey({5, d.HV, d.K, d.V}, layout::contiguous, std::vector<double>(std::size_t(5) * d.HV * d.K * d.V, 0.5));

@@ -222,6 +222,37 @@ row decode_pool(int B, int H, int D, int reps, double bw) {
   return {"GatedDelta bf16 decode, pool", B, 1, H, D, ms, 2.0 * tokens.state_bytes() / bw * 1e3};
 }
 
+/// Speculative decoding through the same pool: verify_drafts of 4 draft tokens per sequence
+/// with the compact record (the pool read once, nothing of the state's size written), or
+/// (`commit`) commit_drafts of all 4 from that record (each slot read and written once). The
+/// floor is the state bytes the call must move.
+row speculative(int B, int H, int D, int reps, double bw, bool commit) {
+  constexpr int drafts = 4;
+  const gated_delta_buffers x(2 * B, 1, H, D, 11);
+  const gated_delta_buffers tokens(B, drafts, H, D, 13);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(B), 0);
+  for (int n = 0; n < B; ++n) slots[std::size_t(n)] = 2 * (B - 1 - n) + 1;
+  const std::vector<std::int32_t> accepted(static_cast<std::size_t>(B), drafts);
+  la::options<float> opt;
+  opt.state_indices = la::view(static_cast<const std::int32_t*>(slots.data()), std::size_t(B));
+  float *keys, *updates, *decay;
+  const std::size_t rows = std::size_t(B) * drafts * H;
+  for (float** p : {&keys, &updates}) ok(cudaMalloc(p, rows * D * sizeof(float)), "cudaMalloc");
+  ok(cudaMalloc(&decay, rows * sizeof(float)), "cudaMalloc");
+  const la::draft_record<float> rec{la::view(keys, B, drafts, H, D), la::view(updates, B, drafts, H, D),
+                                    la::view(decay, B, drafts, H, 1)};
+  const auto in = tokens.inputs();
+  la::cuda::verify_drafts<la::GatedDelta>(in, tokens.out(), x.states(), rec, opt);
+  const double ms = median_ms([&] {
+    if (commit) la::cuda::commit_drafts(x.states(), rec, la::view(accepted.data(), accepted.size()), opt);
+    else la::cuda::verify_drafts<la::GatedDelta>(in, tokens.out(), x.states(), rec, opt);
+  }, reps);
+  for (void* p : {(void*)keys, (void*)updates, (void*)decay}) cudaFree(p);
+  const double state = double(B) * H * D * D * 4;
+  return {commit ? "GatedDelta commit_drafts:4, pool" : "GatedDelta bf16 verify_drafts:4, pool", B, drafts, H, D, ms,
+          (commit ? 2.0 : 1.0) * state / bw * 1e3};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -255,12 +286,22 @@ int main(int argc, char** argv) {
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
+    rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
   }
 
   std::printf("\n%-32s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");
   for (const auto& r : rows)
     std::printf("%-32s %4d %6d %4d %4d %12.4f %12.4f %8.2f\n", r.name.c_str(), r.B, r.T, r.H, r.D, r.ms, r.floor_ms,
                 r.ms / r.floor_ms);
+  // Serving ratios: the speculative calls against one decode step through the pool, per B.
+  std::printf("\n%-44s %6s %10s\n", "ratio (same B)", "B", "x decode");
+  for (const auto& r : rows) {
+    if (r.name.find("_drafts:4") == std::string::npos) continue;
+    for (const auto& d : rows)
+      if (d.name == "GatedDelta bf16 decode, pool" && d.B == r.B)
+        std::printf("%-44s %6d %10.2f\n", (r.name + " / decode").c_str(), r.B, r.ms / d.ms);
+  }
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
     std::fprintf(f, "{\"device\": \"%s\", \"copy_bytes_per_s\": %.6e, \"rows\": [\n", prop.name, bw);

@@ -13,6 +13,7 @@
 #include "cuda/chunkwise.cuh"
 #include "cuda/chunkwise_backward.cuh"
 #include "cuda/recurrent.cuh"
+#include "cuda/speculative.cuh"
 #include "rules/delta.hpp"
 #include "rules/gated_delta.hpp"
 #include "rules/hebbian.hpp"

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -263,6 +264,105 @@ outcome run(const ref::problem& p, dtype t, form f, const config& c) {
   }
 }
 
+template <class Rule, class E>
+draft_outcome drafts_typed(const ref::problem& p, const std::vector<std::int64_t>& accepted, bool on_device, bool per_key) {
+  const auto& d = p.d;
+  device_problem<Rule, E> dp(p, false);
+  device_tensor<E> out({d.B, d.T, d.HV, d.V}, false);
+  const index_t N = p.sequences(), P = N + 2, per = index_t(d.HV) * d.K * d.V;
+  index_t L = d.T;
+  if (!p.cu.empty()) {
+    L = 0;
+    for (index_t n = 0; n < N; ++n) L = std::max<index_t>(L, p.cu[std::size_t(n) + 1] - p.cu[std::size_t(n)]);
+  }
+  std::vector<double> pool_host(std::size_t(P * per), 7.0);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(N));
+  for (index_t n = 0; n < N; ++n) {
+    slots[std::size_t(n)] = std::int32_t(N + 1 - n);
+    for (index_t e = 0; e < per; ++e) pool_host[std::size_t((N + 1 - n) * per + e)] = p.s0[std::size_t(n * per + e)];
+  }
+  device_memory pool(pool_host.size() * sizeof(float)), idx(slots.size() * sizeof(std::int32_t)),
+      acc(accepted.size() * sizeof(std::int64_t));
+  write_floats(pool, pool_host);
+  const std::vector<double> before = read_floats(pool);
+  ok(cudaMemcpy(idx.as<std::int32_t>(), slots.data(), idx.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  ok(cudaMemcpy(acc.as<std::int64_t>(), accepted.data(), acc.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  const index_t G = per_key ? d.K : 1;
+  device_memory keys(std::size_t(N * L * d.HV * d.K) * sizeof(float)), updates(std::size_t(N * L * d.HV * d.V) * sizeof(float)),
+      decay(std::size_t(N * L * d.HV * G) * sizeof(float));
+  const la::draft_record<float> rec{la::view(keys.as<float>(), N, L, index_t(d.HV), index_t(d.K)),
+                                    la::view(updates.as<float>(), N, L, index_t(d.HV), index_t(d.V)),
+                                    la::view(decay.as<float>(), N, L, index_t(d.HV), G)};
+  la::options<float> opt;
+  opt.scale = p.scale;
+  const call_seqlens cu(p, true, opt);
+  opt.state_indices = la::tensor_view<const std::int32_t, 1>(idx.as<std::int32_t>(), {N}, {1});
+  const auto pool_view = la::view(pool.as<float>(), P, index_t(d.HV), index_t(d.K), index_t(d.V));
+  la::cuda::verify_drafts<Rule>(dp.in, out.view, pool_view, rec, opt);
+  ok(cudaDeviceSynchronize(), "verify_drafts");
+  draft_outcome r;
+  r.pool_kept = read_floats(pool) == before;
+  const la::integer_list_view counts =
+      on_device ? la::integer_list_view(la::tensor_view<const std::int64_t, 1>(acc.as<std::int64_t>(), {N}, {1}))
+                : la::integer_list_view(la::tensor_view<const std::int64_t, 1>(accepted.data(), {N}, {1}));
+  la::cuda::commit_drafts(pool_view, rec, counts, opt);
+  ok(cudaDeviceSynchronize(), "commit_drafts");
+  const std::vector<double> after = read_floats(pool);
+  for (index_t e = 0; e < 2 * per; ++e)
+    if (after[std::size_t(e)] != 7.0) r.others_untouched = false;
+  for (index_t n = 0; n < N; ++n)
+    r.s.insert(r.s.end(), after.begin() + std::ptrdiff_t((N + 1 - n) * per), after.begin() + std::ptrdiff_t((N + 2 - n) * per));
+  r.o = out.get();
+  for (double x : r.o)
+    if (std::isnan(x)) r.out_all_written = false;
+  return r;
+}
+
+template <class Rule>
+draft_outcome run_drafts(const ref::problem& p, dtype t, const std::vector<std::int64_t>& accepted, bool on_device,
+                         bool per_key) {
+  switch (t) {
+    case dtype::f32: return drafts_typed<Rule, float>(p, accepted, on_device, per_key);
+    case dtype::f16: return drafts_typed<Rule, __half>(p, accepted, on_device, per_key);
+    default: return drafts_typed<Rule, __nv_bfloat16>(p, accepted, on_device, per_key);
+  }
+}
+
+template <class Rule, class E>
+std::vector<double> checkpoints_typed(const ref::problem& p, int every) {
+  const auto& d = p.d;
+  device_problem<Rule, E> dp(p, false);
+  device_tensor<E> out({d.B, d.T, d.HV, d.V}, false);
+  const index_t N = p.sequences(), per = index_t(d.HV) * d.K * d.V;
+  index_t L = d.T;
+  if (!p.cu.empty()) {
+    L = 0;
+    for (index_t n = 0; n < N; ++n) L = std::max<index_t>(L, p.cu[std::size_t(n) + 1] - p.cu[std::size_t(n)]);
+  }
+  const index_t J = (L + every - 1) / every;
+  device_memory s0(std::size_t(N * per) * sizeof(float)), cp(std::size_t(N * J * per) * sizeof(float));
+  write_floats(s0, p.s0);
+  la::options<float> opt;
+  opt.scale = p.scale;
+  const call_seqlens cu(p, false, opt);
+  opt.initial_state = la::view(s0.as<float>(), N, index_t(d.HV), index_t(d.K), index_t(d.V));
+  opt.checkpoint_every = every;
+  opt.checkpoints = la::tensor_view<float, 5>(cp.as<float>(), {N, J, index_t(d.HV), index_t(d.K), index_t(d.V)},
+                                              {J * per, per, index_t(d.K) * d.V, index_t(d.V), 1});
+  la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
+  ok(cudaDeviceSynchronize(), "recurrent_forward with checkpoints");
+  return read_floats(cp);
+}
+
+template <class Rule>
+std::vector<double> run_checkpoints(const ref::problem& p, dtype t, int every) {
+  switch (t) {
+    case dtype::f32: return checkpoints_typed<Rule, float>(p, every);
+    case dtype::f16: return checkpoints_typed<Rule, __half>(p, every);
+    default: return checkpoints_typed<Rule, __nv_bfloat16>(p, every);
+  }
+}
+
 template <class Rule>
 std::string bad_call(const char* what) {
   const std::string w = what;
@@ -298,8 +398,10 @@ std::string bad_call(const char* what) {
   return {};
 }
 
-#define LINATTN_TEST_RULE(R)                                              \
-  template outcome run<la::R>(const ref::problem&, dtype, form, const config&); \
+#define LINATTN_TEST_RULE(R)                                                                                   \
+  template outcome run<la::R>(const ref::problem&, dtype, form, const config&);                                      \
+  template draft_outcome run_drafts<la::R>(const ref::problem&, dtype, const std::vector<std::int64_t>&, bool, bool); \
+  template std::vector<double> run_checkpoints<la::R>(const ref::problem&, dtype, int);                              \
   template std::string bad_call<la::R>(const char*);
 
 }  // namespace cuda_tests

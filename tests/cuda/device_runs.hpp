@@ -5,6 +5,7 @@
 /// outputs and final states in float64. (Kept apart so that Catch2 and Eigen stay out of nvcc.)
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,27 @@ void round_inputs(ref::problem& p, dtype t);
 /// successive decode_step calls of one token each.
 template <class Rule>
 outcome run(const ref::problem& p, dtype t, form f, const config& c);
+
+/// Speculative decoding on the device (linattn::cuda::verify_drafts with a draft_record, then
+/// commit_drafts): the problem's tokens are the draft tokens, sequence n starts from slot
+/// N + 1 - n of a pool of N + 2 slots holding the problem's s0 (slots 0 and 1 hold 7.0), and
+/// commits accepted[n] of its tokens (num_accepted in device memory when `on_device`, else
+/// host memory). `per_key` records G = K decays per token instead of 1.
+struct draft_outcome {
+  std::vector<double> o;   // [B, T, HV, V] the verify outputs
+  std::vector<double> s;   // [N, HV, K, V] each sequence's slot after the commit
+  bool pool_kept = true;   // verify left every slot's bits as they were
+  bool others_untouched = true;  // slots 0 and 1 kept their bits through both calls
+  bool out_all_written = true;
+};
+template <class Rule>
+draft_outcome run_drafts(const ref::problem& p, dtype t, const std::vector<std::int64_t>& accepted, bool on_device,
+                         bool per_key);
+
+/// recurrent_forward<Rule> with options::checkpoints every `every` tokens (from the problem's
+/// s0): the `[N, ceil(L / every), HV, K, V]` checkpoints, NaN where nothing was written.
+template <class Rule>
+std::vector<double> run_checkpoints(const ref::problem& p, dtype t, int every);
 
 /// Calls chunkwise_forward<Rule> with a deliberately bad argument and returns the message of
 /// the linattn::error it throws (empty if none): "host_pointer", "head_size", "chunk_size".

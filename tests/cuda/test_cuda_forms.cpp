@@ -4,6 +4,8 @@
 /// recurrent reference on odd shapes: T not a multiple of 64, K != V, grouped value heads,
 /// packed variable-length batches (with empty and one-token sequences), carried state,
 /// head-first strided views, strong and weak gates.
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <cstdio>
@@ -122,6 +124,83 @@ TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::st
   const shape_case host{"B4 T3 H2 HV4 K128 V64, decode through a pool, indices in host memory", {4, 3, 2, 4, 128, 64}, {},
                         {.through_pool = true, .slots_on_host = true}};
   check_against_reference<TestType>(rng, host, dtype::bf16, form::decode, harness::gates::mild);
+}
+
+TEMPLATE_TEST_CASE("cuda speculative decoding: verify with a record, commit every accepted count", "[cuda][speculative]",
+                   la::Hebbian, la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(41);
+  struct draft_case {
+    const char* name;
+    ref::dims d;
+    std::vector<std::int64_t> cu;
+  };
+  const draft_case cases[] = {
+      {"B3 T4 H2 HV4 K128 V64", {3, 4, 2, 4, 128, 64}, {}},
+      {"packed 0,5,6,6,10 H1 HV2 K64 V128", {1, 10, 1, 2, 64, 128}, {0, 5, 6, 6, 10}},
+  };
+  for (const auto& dc : cases)
+    for (dtype t : {dtype::f32, dtype::bf16})
+      for (const auto g : {harness::gates::mild, harness::gates::strong}) {
+        auto p = harness::make_problem(rng, dc.d, harness::spec_of<TestType>(), g, true, dc.cu);
+        cuda_tests::round_inputs(p, t);
+        const auto want = ref::run(p);
+        const int N = p.sequences();
+        const int L = dc.cu.empty() ? dc.d.T : 5;
+        for (int a = 0; a <= L; ++a) {
+          std::vector<std::int64_t> accepted(static_cast<std::size_t>(N));
+          for (int n = 0; n < N; ++n) {
+            const int len = dc.cu.empty() ? dc.d.T : int(dc.cu[std::size_t(n) + 1] - dc.cu[std::size_t(n)]);
+            accepted[std::size_t(n)] = std::min(len, (a + n) % (L + 1));  // a different count per sequence
+          }
+          const bool on_device = a % 2 == 0, per_key = a % 3 == 1;
+          const auto got = cuda_tests::run_drafts<TestType>(p, t, accepted, on_device, per_key);
+          INFO(TestType::name << " " << cuda_tests::name(t) << ": " << dc.name << ", gates " << int(g) << ", a " << a);
+          CHECK(got.out_all_written);
+          CHECK(got.pool_kept);
+          CHECK(got.others_untouched);
+          CHECK(harness::rel_err(got.o, want.o) < tolerance(t));
+          const std::size_t per = std::size_t(dc.d.HV) * dc.d.K * dc.d.V;
+          for (int n = 0; n < N; ++n) {
+            const std::vector<double> s0(p.s0.begin() + std::ptrdiff_t(n * per), p.s0.begin() + std::ptrdiff_t((n + 1) * per));
+            const std::vector<double> slot(got.s.begin() + std::ptrdiff_t(n * per), got.s.begin() + std::ptrdiff_t((n + 1) * per));
+            const int acc = int(accepted[std::size_t(n)]);
+            if (acc == 0) {
+              CHECK(slot == std::vector<double>(s0.begin(), s0.end()));
+              continue;
+            }
+            CHECK(harness::rel_err(slot, ref::run(harness::prefix_of(p, n, acc, s0)).s) < tolerance(t));
+          }
+        }
+      }
+}
+
+TEMPLATE_TEST_CASE("cuda recurrent form writes checkpoints every n tokens", "[cuda][checkpoints]", la::ScalarDecay,
+                   la::GatedDelta) {
+  std::mt19937_64 rng(43);
+  const ref::dims d{1, 23, 1, 2, 64, 128};
+  const std::vector<std::int64_t> cu{0, 10, 11, 11, 23};
+  for (dtype t : {dtype::f32, dtype::bf16}) {
+    auto p = harness::make_problem(rng, d, harness::spec_of<TestType>(), harness::gates::mild, true, cu);
+    cuda_tests::round_inputs(p, t);
+    const int every = 4, N = 4, J = 3;  // ceil(12 / 4): the longest sequence has 12 tokens
+    const auto got = cuda_tests::run_checkpoints<TestType>(p, t, every);
+    const std::size_t per = std::size_t(d.HV) * d.K * d.V;
+    for (int n = 0; n < N; ++n) {
+      const int len = int(cu[std::size_t(n) + 1] - cu[std::size_t(n)]);
+      const std::vector<double> s0(p.s0.begin() + std::ptrdiff_t(n * per), p.s0.begin() + std::ptrdiff_t((n + 1) * per));
+      for (int j = 0; j < J; ++j) {
+        INFO(TestType::name << " " << cuda_tests::name(t) << ": sequence " << n << " (" << len << " tokens), entry " << j);
+        const std::vector<double> entry(got.begin() + std::ptrdiff_t((n * J + j) * per),
+                                        got.begin() + std::ptrdiff_t((n * J + j + 1) * per));
+        if (j >= (len + every - 1) / every) {  // past the sequence's end: untouched (the NaN poison)
+          CHECK(std::all_of(entry.begin(), entry.end(), [](double x) { return std::isnan(x); }));
+          continue;
+        }
+        const int upto = std::min((j + 1) * every, len);
+        CHECK(harness::rel_err(entry, ref::run(harness::prefix_of(p, n, upto, s0)).s) < tolerance(t));
+      }
+    }
+  }
 }
 
 TEST_CASE("cuda chunkwise works again after the workspace is handed back", "[cuda]") {

@@ -357,6 +357,28 @@ inline ref::problem slice_time(const ref::problem& p, int t0, int t1, std::vecto
   return s;
 }
 
+/// Sequence n of p alone (B = 1, no packing): its first `len` tokens, from its initial state
+/// `s0` (`[HV, K, V]`, empty = zero).
+inline ref::problem prefix_of(const ref::problem& p, int n, int len, std::vector<double> s0) {
+  const auto& d = p.d;
+  const int b = p.cu.empty() ? n : 0, t0 = p.cu.empty() ? 0 : int(p.cu[std::size_t(n)]);
+  ref::problem s = p;
+  s.d.B = 1, s.d.T = len;
+  s.cu.clear();
+  s.s0 = std::move(s0);
+  auto cut = [&](const std::vector<double>& x, int per_token) {
+    if (x.empty()) return x;
+    const auto at = [&](int t) { return x.begin() + std::ptrdiff_t((std::size_t(b) * d.T + std::size_t(t)) * per_token); };
+    return std::vector<double>(at(t0), at(t0 + len));
+  };
+  s.q = cut(p.q, d.H * d.K);
+  s.k = cut(p.k, d.H * d.K);
+  s.v = cut(p.v, d.HV * d.V);
+  s.beta = cut(p.beta, d.HV);
+  s.g = cut(p.g, d.HV * (p.kind == ref::decay::vector ? d.K : 1));
+  return s;
+}
+
 /// Rows [t0, t1) of every batch row of a [B, T, HV, V] output.
 inline std::vector<double> rows(const std::vector<double>& o, const ref::dims& d, int t0, int t1) {
   std::vector<double> y;

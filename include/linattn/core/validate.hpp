@@ -64,6 +64,13 @@ class call_checker {
 
   /// Checks inputs, options, the output and the states; `state` is decode_step's in-place state.
   problem check(const tensor_view<T, 4>& out, const tensor_view<Real, 4>* state = nullptr) {
+    return check(out, state, [](call_checker&) {});
+  }
+
+  /// The same, with `more(*this)` checking and registering the call's further views (e.g.
+  /// verify_drafts's record) once the sizes are known, before the overlap checks.
+  template <class More>
+  problem check(const tensor_view<T, 4>& out, const tensor_view<Real, 4>* state, More&& more) {
     check_qkv();
     if constexpr (requires { Rule::check_inputs(in_, *this); }) Rule::check_inputs(in_, *this);
     expect("out", out, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]");
@@ -73,6 +80,7 @@ class call_checker {
     else check_states();
     check_state_indices(state);
     check_checkpoints();
+    more(*this);
     if constexpr (requires { Rule::check_call(in_, *this); }) Rule::check_call(in_, *this);
     check_memory();
     if (opt_.check_finite) scan_inputs(state);
@@ -183,6 +191,10 @@ class call_checker {
   void cu_seqlens_region(const memory_region& r) { cu_region_ = r; }
   /// The same for options::state_indices.
   void state_indices_region(const memory_region& r) { slots_region_ = r; }
+
+  /// Names the call in messages `fn` (e.g. "linattn::verify_drafts<GatedDelta>") instead of
+  /// its form's entry point.
+  void rename(std::string fn) { fn_ = std::move(fn); }
 
   /// Throws `linattn::error` with the function name and argument prefixed.
   [[noreturn]] void fail(const std::string& arg, const std::string& msg) const {

@@ -34,10 +34,19 @@ void run_tokens(token_args<Rule, E> args, const problem& p, cudaStream_t stream)
   });
 }
 
+/// Points the token kernel at options::checkpoints when the call writes them.
+template <class Rule, class E>
+void with_checkpoints(token_args<Rule, E>& args, const options<float>& opt, const problem& p) {
+  if (p.checkpoint_every <= 0) return;
+  args.checkpoints = opt.checkpoints;
+  args.every = int(p.checkpoint_every);
+}
+
 }  // namespace detail
 
 /// Same inputs, layouts and options as linattn::recurrent_forward, on device memory, queued on
-/// `stream`. options::cu_seqlens may live in host or device memory (read on the host).
+/// `stream`. options::cu_seqlens may live in host or device memory (read on the host), and so
+/// may options::state_indices; options::checkpoints (device memory) as on the CPU.
 template <rule Rule, class T>
 void recurrent_forward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                        tensor_view<T, 4> out, const options<float>& opt = {}, cudaStream_t stream = nullptr) {
@@ -45,7 +54,9 @@ void recurrent_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::recurrent, in, out, opt, nullptr, cu);
-  detail::run_tokens(detail::token_args<Rule, E>(in, out, opt.initial_state, opt.final_state, p), p, stream);
+  detail::token_args<Rule, E> args(in, out, opt.initial_state, opt.final_state, p);
+  detail::with_checkpoints(args, opt, p);
+  detail::run_tokens(args, p, stream);
 }
 
 /// One step per sequence on device memory: inputs `[B, T, ...]` (usually T = 1), out
@@ -62,7 +73,9 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::decode, in, out, opt, &state, cu);
-  detail::run_tokens(detail::token_args<Rule, E>(in, out, state, state, p), p, stream);
+  detail::token_args<Rule, E> args(in, out, state, state, p);
+  detail::with_checkpoints(args, opt, p);
+  detail::run_tokens(args, p, stream);
 }
 
 }  // namespace linattn::cuda

@@ -1,19 +1,23 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Speculative decoding over a state pool: `verify_drafts<Rule>` runs the draft tokens of every
-/// sequence from its pool slot without changing the pool and keeps the state after each draft
-/// token; `commit_drafts` then moves, per sequence, the state after its accepted tokens into
-/// its slot (a rollback to any accepted count, 0..drafts, without recomputation).
+/// sequence from its pool slot without changing the pool and keeps either the state after each
+/// draft token or a compact record of each token's write (draft_record); `commit_drafts` then
+/// puts, per sequence, the state after its accepted tokens into its slot (a rollback to any
+/// accepted count, 0..drafts, without running the rule again).
 #pragma once
 
 #include <string>
 #include <type_traits>
 
+#include "../core/commit_checks.hpp"
+#include "../core/draft_record.hpp"
 #include "../core/error.hpp"
 #include "../core/options.hpp"
-#include "../core/serving_checks.hpp"
 #include "../core/tensor_view.hpp"
+#include "../core/validate.hpp"
 #include "../core/view_checks.hpp"
+#include "../cpu/linear/draft_algorithms.hpp"
 #include "recurrent.hpp"
 
 namespace linattn {
@@ -44,6 +48,37 @@ void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std
   recurrent_forward<Rule>(in, out, o);
 }
 
+/// Verify step with a compact record (core/draft_record.hpp), for the rules with one rank-one
+/// write per token (the additive and Householder families): the same inputs, out, pool and
+/// options as above, but instead of the states, `record` receives each draft token's write
+/// (keys `[N, L, HV, K]`, updates `[N, L, HV, V]`) and log decay (`[N, L, HV, G]`) -- K + V +
+/// G numbers per token and head instead of K x V. The pool is read once and nothing of the
+/// state size is written; the outputs equal recurrent_forward's up to rounding.
+template <rule Rule, class T>
+  requires detail::records_drafts<Rule>
+void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
+                   tensor_view<T, 4> out, tensor_view<const state_t<T>, 4> pool,
+                   const draft_record<state_t<T>>& record, const options<state_t<T>>& opt = {}) {
+  using E = std::remove_const_t<T>;
+  using A = state_t<T>;
+  const std::string fn = std::string("linattn::verify_drafts<") + Rule::name + ">";
+  if (opt.initial_state.given() || opt.final_state.given())
+    throw error(fn + ": argument 'options.initial_state/final_state' is set, expected none: the states come from "
+                     "'pool' and stay there until commit_drafts");
+  if (opt.checkpoints.given() || opt.checkpoint_every != 0)
+    throw error(fn + ": argument 'options.checkpoints' is set, expected none: the draft tokens go to 'record'");
+  if constexpr (cpu::check_element<E>() && detail::meets_contract<Rule>) {
+    options<A> o = opt;
+    o.initial_state = pool;
+    detail::call_checker<Rule, T, A> checker(detail::form::recurrent, in, o);
+    checker.rename(fn);
+    const detail::problem p = checker.check(out, nullptr, [&](auto& c) {
+      detail::check_draft_record<Rule>(c, record, c.sizes().N, c.sizes().max_length());
+    });
+    cpu::verify_with_record<Rule, T>(in, out, pool, record, p);
+  }
+}
+
 /// Commit step: for every sequence n with a pool slot, pool(slot) = drafts(n, a - 1) with
 /// a = num_accepted[n] (0 <= a <= its draft count; a = 0 keeps the slot as it was).
 /// `pool` `[P, HV, K, V]`, `drafts` `[N, L, HV, K, V]` from verify_drafts, num_accepted N
@@ -59,56 +94,36 @@ void commit_drafts(tensor_view<Real, 4> pool, std::type_identity_t<tensor_view<c
   using detail::shape_string;
   if (!drafts.given() || (drafts.data() == nullptr && drafts.size() > 0))
     fail("drafts", "is missing; expected the [N, L, HV, K, V] states of verify_drafts");
-  if (!pool.given() || (pool.data() == nullptr && pool.size() > 0))
-    fail("pool", "is missing; expected the [P, HV, K, V] state pool");
-  const index_t N = drafts.extent(0), L = drafts.extent(1);
-  if (pool.extent(1) != drafts.extent(2) || pool.extent(2) != drafts.extent(3) || pool.extent(3) != drafts.extent(4))
+  if (pool.given() && (pool.extent(1) != drafts.extent(2) || pool.extent(2) != drafts.extent(3) ||
+                       pool.extent(3) != drafts.extent(4)))
     fail("pool", "has shape " + shape_string(pool.extents()) + ", expected [P, HV, K, V] with HV, K, V of 'drafts' " +
                      shape_string(drafts.extents()));
-  if (!detail::fits_index(pool) || !detail::fits_index(drafts))
-    fail("pool", "or 'drafts' has an element count or address reach that overflows a 64-bit index");
-  // Draft counts per sequence: L, or the lengths of a packed batch.
-  detail::sequence_offsets cu(opt.cu_seqlens);
-  if (cu.given()) {
-    if (cu.size() != N + 1) fail("options.cu_seqlens", "has " + std::to_string(cu.size()) + " entries, expected N + 1 = " + std::to_string(N + 1));
-    for (index_t n = 0; n < N; ++n)
-      if (cu[n + 1] < cu[n] || cu[n + 1] - cu[n] > L)
-        fail("options.cu_seqlens", "gives sequence " + std::to_string(n) + " " + std::to_string(cu[n + 1] - cu[n]) +
-                                       " draft tokens, expected 0.." + std::to_string(L) + " (the drafts' L)");
-  }
-  const auto length = [&](index_t n) { return cu.given() ? cu[n + 1] - cu[n] : L; };
-  if (num_accepted.null() && num_accepted.size() > 0) fail("num_accepted", "has null data");
-  if (num_accepted.size() != N)
-    fail("num_accepted", "has " + std::to_string(num_accepted.size()) + " entries, expected N = " + std::to_string(N));
-  const detail::copied_integers accepted(num_accepted);
-  for (index_t n = 0; n < N; ++n)
-    if (accepted[n] < 0 || accepted[n] > length(n))
-      fail("num_accepted", "has entry " + std::to_string(n) + " = " + std::to_string(accepted[n]) + ", expected 0.." +
-                               std::to_string(length(n)) + " (the draft tokens of sequence " + std::to_string(n) + ")");
-  detail::copied_integers slots;
-  if (opt.state_indices.given()) {
-    slots = detail::checked_slots(opt.state_indices, "options.state_indices", N, pool.extent(0), "'pool'", fail);
-  } else if (pool.extent(0) != N) {
-    fail("pool", "has " + std::to_string(pool.extent(0)) + " slots without options.state_indices, expected N = " +
-                     std::to_string(N) + " (one per sequence)");
-  }
-  const detail::memory_region out = detail::region_of("pool", pool);
-  if (!out.distinct()) fail("pool", "has strides " + out.stride_string() + " that make distinct elements share memory");
-  if (detail::overlaps(out, detail::region_of("drafts", drafts))) fail("pool", "overlaps 'drafts'");
-  if (detail::overlaps(out, detail::region_of("num_accepted", num_accepted))) fail("pool", "overlaps 'num_accepted'");
-  if (opt.state_indices.given() && detail::overlaps(out, detail::region_of("options.state_indices", opt.state_indices)))
-    fail("pool", "overlaps 'options.state_indices'");
-  if (cu.given() && detail::overlaps(out, detail::region_of("options.cu_seqlens", opt.cu_seqlens)))
-    fail("pool", "overlaps 'options.cu_seqlens'");
-  // Everything checked: copy.
+  if (!detail::fits_index(drafts)) fail("drafts", "has an element count or address reach that overflows a 64-bit index");
+  const auto entries = detail::checked_commit(pool, drafts.extent(0), drafts.extent(1), num_accepted, opt,
+                                              detail::commit_reads({detail::region_of("drafts", drafts)}, num_accepted, opt),
+                                              fail);
   const index_t HV = pool.extent(1), K = pool.extent(2), V = pool.extent(3);
-  for (index_t n = 0; n < N; ++n) {
-    const index_t slot = slots.given() ? slots[n] : n, a = accepted[n];
-    if (slot < 0 || a == 0) continue;
+  for (const detail::commit_entry& e : entries)
     for (index_t hv = 0; hv < HV; ++hv)
       for (index_t i = 0; i < K; ++i)
-        for (index_t j = 0; j < V; ++j) pool(slot, hv, i, j) = drafts(n, a - 1, hv, i, j);
-  }
+        for (index_t j = 0; j < V; ++j) pool(e.slot, hv, i, j) = drafts(e.seq, e.accepted - 1, hv, i, j);
+}
+
+/// Commit step from a compact record: pool(slot) becomes the state after the accepted draft
+/// tokens, computed from the slot and the record in one pass over it (core/draft_record.hpp),
+/// equal to the plain recurrence up to rounding. Same counts and options as above; the
+/// record's views as verify_drafts wrote them. Runs on options::threads threads.
+template <class Real>
+void commit_drafts(tensor_view<Real, 4> pool, const std::type_identity_t<draft_record<Real>>& record,
+                   integer_list_view num_accepted, const std::type_identity_t<options<Real>>& opt = {}) {
+  const auto fail = [](const std::string& arg, const std::string& msg) {
+    throw error("linattn::commit_drafts: argument '" + arg + "' " + msg);
+  };
+  detail::check_record_for_pool(record, pool, fail);
+  if (opt.threads < 0) fail("options.threads", "is " + std::to_string(opt.threads) + ", expected >= 0 (0 = all cores)");
+  const auto entries = detail::checked_commit(pool, record.keys.extent(0), record.keys.extent(1), num_accepted, opt,
+                                              detail::commit_reads(detail::record_regions(record), num_accepted, opt), fail);
+  cpu::commit_record(pool, record, entries, opt.threads);
 }
 
 }  // namespace linattn

@@ -102,10 +102,13 @@ void check_device_call(const Fail& fail, const problem& p, std::initializer_list
 
 /// Validates a CUDA call: the CPU checks, then device memory and the sizes the kernels
 /// support. `state` is decode_step's in-place state. Returns the problem (with its own copy
-/// of the offsets).
-template <class Rule, class T>
+/// of the offsets). verify_drafts names itself (`fn`) and checks its record (`more(checker)`,
+/// call_checker::check; `extra`: the record's views for the device-memory check).
+template <class Rule, class T, class More = void (*)(linattn::detail::call_checker<Rule, T, float>&)>
 problem validate(form f, const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                 const options<float>& opt, const tensor_view<float, 4>* state, const host_seqlens& cu) {
+                 const options<float>& opt, const tensor_view<float, 4>* state, const host_seqlens& cu,
+                 More&& more = [](linattn::detail::call_checker<Rule, T, float>&) {}, const std::string& fn = {},
+                 std::initializer_list<std::pair<const char*, const void*>> extra = {}) {
   options<float> host_opt = opt;
   host_opt.cu_seqlens = cu.view();
   host_opt.check_finite = false;
@@ -117,9 +120,11 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
     checker.cu_seqlens_region(linattn::detail::region_of("options.cu_seqlens", opt.cu_seqlens));
   if (opt.state_indices.given() && !opt.state_indices.null())
     checker.state_indices_region(linattn::detail::region_of("options.state_indices", opt.state_indices));
-  if (opt.checkpoint_every != 0 || opt.checkpoints.given())
-    checker.fail("options.checkpoints", "is set; the CUDA backend writes no checkpoints (leave checkpoint_every = 0)");
-  problem p = checker.check(out, state);
+  if (!fn.empty()) checker.rename(fn);
+  if (f == form::chunkwise && (opt.checkpoint_every != 0 || opt.checkpoints.given()))
+    checker.fail("options.checkpoints", "is set; the CUDA chunkwise form writes no checkpoints (use "
+                                        "linattn::cuda::recurrent_forward, or leave checkpoint_every = 0)");
+  problem p = checker.check(out, state, more);
   if (opt.check_finite)
     checker.fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");
   if (f == form::chunkwise && opt.chunk_size != chunk)
@@ -131,7 +136,9 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
                      {"out", out.data()},
                      {"state", state ? state->data() : nullptr},
                      {"options.initial_state", opt.initial_state.data()},
-                     {"options.final_state", opt.final_state.data()}});
+                     {"options.final_state", opt.final_state.data()},
+                     {"options.checkpoints", opt.checkpoints.data()}});
+  check_device_call([&](const char* a, const std::string& m) { checker.fail(a, m); }, p, extra);
   return p;
 }
 

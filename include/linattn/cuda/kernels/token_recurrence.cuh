@@ -9,16 +9,27 @@
 ///   u = beta (v - alpha p)   (additive: u = v)
 ///   o = alpha r + (k . scale q) u
 ///   H <- alpha H + k u^T
+///
+/// Optionally it also writes the state after every `every` tokens (checkpoints) and, for
+/// verify_drafts, each token's write (k, u) and log gate instead of any state.
 #pragma once
 
+#include "../../core/draft_record.hpp"
 #include "../../core/tensor_view.hpp"
 #include "call_args.cuh"
 #include "rule_coefficients.cuh"
 
 namespace linattn::cuda::detail {
 
+/// call_args plus what only the token recurrence writes: checkpoints (recurrent_forward,
+/// decode_step) and verify_drafts's compact record.
 template <class Rule, class T>
-using token_args = call_args<Rule, T>;
+struct token_args : call_args<Rule, T> {
+  using call_args<Rule, T>::call_args;
+  tensor_view<float, 5> checkpoints{};  // [N, J, HV, K, V], or not given
+  int every = 0;                        // checkpoint interval in tokens (0: none)
+  draft_record<float> record{};         // [N, L, HV, K | V | G] (core/draft_record.hpp), or not given
+};
 
 inline constexpr int token_block_warps = 4;
 
@@ -50,7 +61,8 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
       qk[par][1][i] = to_float(in.k(b, t, h, i));
     }
     const float v = to_float(in.v(b, t, hv, j));
-    const float alpha = __expf(log_gate<Rule, T>(in, b, t, hv));
+    const float lg = log_gate<Rule, T>(in, b, t, hv);
+    const float alpha = __expf(lg);
     __syncthreads();
     float p = 0.0f, r = 0.0f;
 #pragma unroll
@@ -83,6 +95,16 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
     if (warp == 0) args.out(b, t, hv, j) = from_float<T>(alpha * r + kq * u);
 #pragma unroll
     for (int i = 0; i < R; ++i) hreg[i] = alpha * hreg[i] + qk[par][1][warp * R + i] * u;
+    if (args.record.updates.data()) {  // verify_drafts: the write k u^T and the decay of draft token `step`
+      if (warp == 0) args.record.updates(n_seq, step, hv, j) = u;
+      if (blockIdx.z == 0) {
+        for (int i = tid; i < K; i += 32 * W) args.record.keys(n_seq, step, hv, i) = qk[par][1][i];
+        for (int i = tid; i < args.record.log_decay.extent(3); i += 32 * W) args.record.log_decay(n_seq, step, hv, i) = lg;
+      }
+    }
+    if (args.every > 0 && ((step + 1) % args.every == 0 || step + 1 == s.length))
+#pragma unroll
+      for (int i = 0; i < R; ++i) args.checkpoints(n_seq, step / args.every, hv, warp * R + i, j) = hreg[i];
   }
   if (args.s1.data() && state_slot >= 0)
 #pragma unroll
