@@ -25,10 +25,13 @@ void for_each_group(const detail::problem& p, index_t group, Make&& make, Task&&
   std::vector<worker> workers;
   workers.reserve(static_cast<std::size_t>(slots));
   for (int s = 0; s < slots; ++s) workers.push_back(make());
-  detail::parallel_for(groups, slots, [&](index_t g, int slot) {
-    const flush_denormals ftz;
-    task(workers[static_cast<std::size_t>(slot)], g * group, std::min(group, tasks - g * group));
-  });
+  detail::parallel_for(
+      groups, slots,
+      [&](index_t g, int slot) {
+        const flush_denormals ftz;
+        task(workers[static_cast<std::size_t>(slot)], g * group, std::min(group, tasks - g * group));
+      },
+      /*affine=*/true);  // repeated calls (decode) keep each head's state on one core
 }
 
 /// Unit w of a chain whose units must run one after another (window w of one task or group),

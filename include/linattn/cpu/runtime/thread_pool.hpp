@@ -64,14 +64,18 @@ class thread_pool {
 
   /// Runs fn(task, slot) for every task in [0, n) on at most `threads` threads. Slots are
   /// distinct among concurrently running calls of fn within this job and lie in [0, threads).
-  void run(index_t n, int threads, const std::function<void(index_t, int)>& fn) {
+  /// `affine`: slot s starts on the s-th of `threads` equal ranges of tasks and then helps with
+  /// the others' remaining tasks, so that calls repeated on the same tasks (decode) find each
+  /// task's data in the cache of the core that ran it last time, while a slow or absent
+  /// thread's share is still taken over task by task.
+  void run(index_t n, int threads, const std::function<void(index_t, int)>& fn, bool affine = false) {
     const int slots = static_cast<int>(std::min<index_t>(n, threads));
     if (slots <= 1) {
       for (index_t i = 0; i < n; ++i) fn(i, 0);
       return;
     }
     ensure_workers();
-    auto j = std::make_shared<job>(fn, n, slots);
+    auto j = std::make_shared<job>(fn, n, slots, affine);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(j);
@@ -95,12 +99,18 @@ class thread_pool {
 
  private:
   struct job {
-    job(const std::function<void(index_t, int)>& f, index_t count, int slots)
-        : fn(f), n(count), max_slots(slots) {}
+    job(const std::function<void(index_t, int)>& f, index_t count, int slots, bool affine)
+        : fn(f), n(count), max_slots(slots), ranges(affine ? slots : 1),
+          next(std::make_unique<std::atomic<index_t>[]>(std::size_t(ranges))) {
+      for (int r = 0; r < ranges; ++r) next[r].store(first(r), std::memory_order_relaxed);
+    }
+    /// First task of range r (range r = [first(r), first(r + 1))).
+    index_t first(int r) const { return index_t(r) * n / ranges; }
     const std::function<void(index_t, int)>& fn;
     index_t n;
     int max_slots;
-    std::atomic<index_t> next{0};
+    int ranges;                                   // 1, or max_slots for an affine job
+    std::unique_ptr<std::atomic<index_t>[]> next;  // [ranges] the next task of each range
     std::atomic<index_t> done{0};
     std::atomic<int> next_slot{1};  // slot 0 is the caller's
     std::mutex mutex;
@@ -117,17 +127,22 @@ class thread_pool {
     });
   }
 
+  /// Slot `slot`'s share of a job: its own range first (affine jobs), then the others'.
   static void work(job& j, int slot) {
-    for (index_t i; (i = j.next.fetch_add(1)) < j.n;) {
-      try {
-        j.fn(i, slot);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(j.mutex);
-        if (!j.error) j.error = std::current_exception();
-      }
-      if (j.done.fetch_add(1) + 1 == j.n) {
-        std::lock_guard<std::mutex> lock(j.mutex);
-        j.finished.notify_all();
+    for (int k = 0; k < j.ranges; ++k) {
+      const int r = (slot + k) % j.ranges;
+      const index_t end = j.first(r + 1);
+      for (index_t i; (i = j.next[r].fetch_add(1)) < end;) {
+        try {
+          j.fn(i, slot);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(j.mutex);
+          if (!j.error) j.error = std::current_exception();
+        }
+        if (j.done.fetch_add(1) + 1 == j.n) {
+          std::lock_guard<std::mutex> lock(j.mutex);
+          j.finished.notify_all();
+        }
       }
     }
   }
@@ -144,7 +159,7 @@ class thread_pool {
         j = queue_.front();
         slot = j->next_slot.fetch_add(1);
         // Fully staffed (or out of tasks): nobody else should pick this job up.
-        if (slot + 1 >= j->max_slots || j->next.load() >= j->n) {
+        if (slot + 1 >= j->max_slots || j->done.load() >= j->n) {
           queue_.pop_front();
           queued_.fetch_sub(1, std::memory_order_relaxed);
         }
@@ -163,8 +178,9 @@ class thread_pool {
 };
 
 /// Runs fn(task, slot) for task in [0, n) on up to `threads` threads; blocks until done.
-inline void parallel_for(index_t n, int threads, const std::function<void(index_t, int)>& fn) {
-  thread_pool::instance().run(n, threads, fn);
+/// `affine`: thread_pool::run.
+inline void parallel_for(index_t n, int threads, const std::function<void(index_t, int)>& fn, bool affine = false) {
+  thread_pool::instance().run(n, threads, fn, affine);
 }
 
 }  // namespace linattn::detail
