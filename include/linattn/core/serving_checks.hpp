@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "error.hpp"
 #include "options.hpp"
 #include "problem.hpp"
 
@@ -43,6 +44,18 @@ copied_integers checked_slots(const integer_list_view& indices, const char* arg,
       fail(arg, "has entries " + std::to_string(used[i - 1].second) + " and " + std::to_string(used[i].second) +
                     " both = " + std::to_string(used[i].first) + ", expected distinct slots (one sequence per slot)");
   return slots;
+}
+
+/// verify_drafts (`fn`, e.g. "linattn::verify_drafts<GatedDelta>") reads its states from the pool
+/// and writes the draft states or record to `target`: the state and checkpoint options must be
+/// unset.
+template <class Real>
+void check_verify_options(const std::string& fn, const options<Real>& opt, const char* target) {
+  if (opt.initial_state.given() || opt.final_state.given())
+    throw error(fn + ": argument 'options.initial_state/final_state' is set, expected none: the states come from "
+                     "'pool' and stay there until commit_drafts");
+  if (opt.checkpoints.given() || opt.checkpoint_every != 0)
+    throw error(fn + ": argument 'options.checkpoints' is set, expected none: the draft tokens go to '" + target + "'");
 }
 
 /// Checkpoint entries per sequence: ceil(L / every), L the (longest) sequence length.

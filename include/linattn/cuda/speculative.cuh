@@ -16,6 +16,7 @@
 #include "../core/draft_record.hpp"
 #include "../core/error.hpp"
 #include "../core/options.hpp"
+#include "../core/serving_checks.hpp"
 #include "../core/tensor_view.hpp"
 #include "host/call_setup.cuh"
 #include "host/launch.cuh"
@@ -41,11 +42,7 @@ void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std
   detail::require_supported<Rule, E>();
   static_assert(linattn::detail::records_drafts<Rule>, "linattn::cuda::verify_drafts: the rule keeps no compact record");
   const std::string fn = std::string("linattn::cuda::verify_drafts<") + Rule::name + ">";
-  if (opt.initial_state.given() || opt.final_state.given())
-    throw error(fn + ": argument 'options.initial_state/final_state' is set, expected none: the states come from "
-                     "'pool' and stay there until commit_drafts");
-  if (opt.checkpoints.given() || opt.checkpoint_every != 0)
-    throw error(fn + ": argument 'options.checkpoints' is set, expected none: the draft tokens go to 'record'");
+  linattn::detail::check_verify_options(fn, opt, "record");
   options<float> o = opt;
   o.initial_state = pool;
   const detail::host_seqlens cu(opt.cu_seqlens);

@@ -14,6 +14,7 @@
 #include "../core/draft_record.hpp"
 #include "../core/error.hpp"
 #include "../core/options.hpp"
+#include "../core/serving_checks.hpp"
 #include "../core/tensor_view.hpp"
 #include "../core/validate.hpp"
 #include "../core/view_checks.hpp"
@@ -35,12 +36,7 @@ template <rule Rule, class T>
 void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                    tensor_view<T, 4> out, tensor_view<const state_t<T>, 4> pool, tensor_view<state_t<T>, 5> drafts,
                    const options<state_t<T>>& opt = {}) {
-  const std::string fn = std::string("linattn::verify_drafts<") + Rule::name + ">: argument ";
-  if (opt.initial_state.given() || opt.final_state.given())
-    throw error(fn + "'options.initial_state/final_state' is set, expected none: the states come from 'pool' and "
-                     "stay there until commit_drafts");
-  if (opt.checkpoints.given() || opt.checkpoint_every != 0)
-    throw error(fn + "'options.checkpoints' is set, expected none: the draft states go to 'drafts'");
+  detail::check_verify_options(std::string("linattn::verify_drafts<") + Rule::name + ">", opt, "drafts");
   options<state_t<T>> o = opt;
   o.initial_state = pool;
   o.checkpoint_every = 1;
@@ -62,11 +58,7 @@ void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std
   using E = std::remove_const_t<T>;
   using A = state_t<T>;
   const std::string fn = std::string("linattn::verify_drafts<") + Rule::name + ">";
-  if (opt.initial_state.given() || opt.final_state.given())
-    throw error(fn + ": argument 'options.initial_state/final_state' is set, expected none: the states come from "
-                     "'pool' and stay there until commit_drafts");
-  if (opt.checkpoints.given() || opt.checkpoint_every != 0)
-    throw error(fn + ": argument 'options.checkpoints' is set, expected none: the draft tokens go to 'record'");
+  detail::check_verify_options(fn, opt, "record");
   if constexpr (cpu::check_element<E>() && detail::meets_contract<Rule>) {
     options<A> o = opt;
     o.initial_state = pool;
