@@ -391,7 +391,6 @@ TEMPLATE_LIST_TEST_CASE("speculative decoding with a compact record: outputs and
       const index_t N = 3, L = 6, P = 4, G = Rule::decay == la::decay_kind::vector ? d.K : 1;
       const std::vector<std::int64_t> slots{2, -1, 0};
       auto length = [&](index_t n) { return packed ? cu[std::size_t(n) + 1] - cu[std::size_t(n)] : d.T; };
-      auto start = [&](index_t n) { return packed ? cu[std::size_t(n)] : 0; };
       buffer<A, 4> pool = random_pool<A>(rng, P, d);
       const std::vector<double> before = pool.get();
       // The fp64 reference of the whole draft from each sequence's slot state.

@@ -264,17 +264,20 @@ outcome run(const ref::problem& p, dtype t, form f, const config& c) {
   }
 }
 
+/// Tokens of the longest sequence (T without packing).
+inline index_t longest(const ref::problem& p) {
+  index_t L = p.cu.empty() ? p.d.T : 0;
+  for (std::size_t n = 0; n + 1 < p.cu.size(); ++n) L = std::max<index_t>(L, p.cu[n + 1] - p.cu[n]);
+  return L;
+}
+
 template <class Rule, class E>
 draft_outcome drafts_typed(const ref::problem& p, const std::vector<std::int64_t>& accepted, bool on_device, bool per_key) {
   const auto& d = p.d;
   device_problem<Rule, E> dp(p, false);
   device_tensor<E> out({d.B, d.T, d.HV, d.V}, false);
   const index_t N = p.sequences(), P = N + 2, per = index_t(d.HV) * d.K * d.V;
-  index_t L = d.T;
-  if (!p.cu.empty()) {
-    L = 0;
-    for (index_t n = 0; n < N; ++n) L = std::max<index_t>(L, p.cu[std::size_t(n) + 1] - p.cu[std::size_t(n)]);
-  }
+  const index_t L = longest(p);
   std::vector<double> pool_host(std::size_t(P * per), 7.0);
   std::vector<std::int32_t> slots(static_cast<std::size_t>(N));
   for (index_t n = 0; n < N; ++n) {
@@ -334,11 +337,7 @@ std::vector<double> checkpoints_typed(const ref::problem& p, int every) {
   device_problem<Rule, E> dp(p, false);
   device_tensor<E> out({d.B, d.T, d.HV, d.V}, false);
   const index_t N = p.sequences(), per = index_t(d.HV) * d.K * d.V;
-  index_t L = d.T;
-  if (!p.cu.empty()) {
-    L = 0;
-    for (index_t n = 0; n < N; ++n) L = std::max<index_t>(L, p.cu[std::size_t(n) + 1] - p.cu[std::size_t(n)]);
-  }
+  const index_t L = longest(p);
   const index_t J = (L + every - 1) / every;
   device_memory s0(std::size_t(N * per) * sizeof(float)), cp(std::size_t(N * J * per) * sizeof(float));
   write_floats(s0, p.s0);

@@ -3,6 +3,8 @@
 /// The validated description of one call: sizes, sequences and the resolved options.
 #pragma once
 
+#include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "config.hpp"
@@ -53,6 +55,13 @@ class copied_integers {
 
 /// The N + 1 offsets of a packed batch.
 using sequence_offsets = copied_integers;
+
+/// The thread count a call runs on: `requested` (>= 0), 0 meaning every hardware thread, at
+/// most the hardware threads.
+inline int resolved_threads(int requested) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return requested == 0 ? hw : std::min(requested, hw);
+}
 
 /// Sizes of a validated call. Sequence n lives in batch row `batch(n)`, tokens
 /// [start(n), start(n) + length(n)).

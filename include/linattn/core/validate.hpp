@@ -23,7 +23,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -263,8 +262,7 @@ class call_checker {
       fail("options.chunk_size", "is " + std::to_string(opt_.chunk_size) + ", expected 1.." + std::to_string(max_chunk_size));
     p_.chunk = opt_.chunk_size;
     if (opt_.threads < 0) fail("options.threads", "is " + std::to_string(opt_.threads) + ", expected >= 0 (0 = all cores)");
-    const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    p_.threads = opt_.threads == 0 ? hw : std::min(opt_.threads, hw);
+    p_.threads = resolved_threads(opt_.threads);
     p_.N = p_.B;
     if (!opt_.cu_seqlens.given()) return;
     if (form_ == form::decode) fail("options.cu_seqlens", "is set, expected none: decode_step takes one token per sequence, sequences are the B axis");

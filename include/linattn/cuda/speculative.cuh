@@ -76,13 +76,11 @@ inline void commit_drafts(tensor_view<float, 4> pool, const draft_record<float>&
       pool, record.keys.extent(0), record.keys.extent(1), accepted.view(), host_opt,
       linattn::detail::commit_reads(linattn::detail::record_regions(record), num_accepted, opt), fail);
   const index_t HV = pool.extent(1), K = pool.extent(2), V = pool.extent(3);
-  if (!((K == 64 || K == 128) && (V == 64 || V == 128)))
-    fail("pool", "has K = " + std::to_string(K) + ", V = " + std::to_string(V) + "; the CUDA kernels support K, V in {64, 128}");
-  for (const auto& [name, ptr] : {std::pair<const char*, const void*>{"pool", pool.data()},
-                                  {"record.keys", record.keys.data()},
-                                  {"record.updates", record.updates.data()},
-                                  {"record.log_decay", record.log_decay.data()}})
-    if (!detail::on_device(ptr)) fail(name, "is not in device memory (cudaMalloc'd or managed memory expected)");
+  detail::check_head_sizes(fail, K, V, "pool", "has");
+  detail::check_in_device_memory(fail, {{"pool", pool.data()},
+                                        {"record.keys", record.keys.data()},
+                                        {"record.updates", record.updates.data()},
+                                        {"record.log_decay", record.log_decay.data()}});
   if (entries.empty()) return;
   detail::workspace_layout layout;
   const auto table = layout.take<linattn::detail::commit_entry>(entries.size());

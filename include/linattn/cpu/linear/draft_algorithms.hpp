@@ -6,7 +6,6 @@
 /// or slot, so the results do not depend on the thread count).
 #pragma once
 
-#include <thread>
 #include <vector>
 
 #include "../../core/commit_checks.hpp"
@@ -38,8 +37,7 @@ void commit_record(const tensor_view<A, 4>& pool, const draft_record<A>& record,
                    const std::vector<detail::commit_entry>& entries, int threads) {
   const index_t HV = pool.extent(1), tasks = index_t(entries.size()) * HV;
   if (tasks == 0) return;
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int slots = static_cast<int>(std::min<index_t>(threads == 0 ? hw : std::min(threads, hw), tasks));
+  const int slots = static_cast<int>(std::min<index_t>(detail::resolved_threads(threads), tasks));
   std::vector<draft_committer<A>> workers(static_cast<std::size_t>(slots));
   detail::parallel_for(tasks, slots, [&](index_t i, int s) {
     const detail::commit_entry& e = entries[std::size_t(i / HV)];

@@ -88,16 +88,28 @@ inline bool on_device(const void* p) {
   return p == nullptr || in_device_memory(p);  // null views are reported by the shape checks
 }
 
+/// Every named view (name, data pointer) in device memory.
+template <class Fail>
+void check_in_device_memory(const Fail& fail, std::initializer_list<std::pair<const char*, const void*>> views) {
+  for (const auto& [name, ptr] : views)
+    if (!on_device(ptr)) fail(name, "is not in device memory (cudaMalloc'd or managed memory expected)");
+}
+
+/// The head sizes the kernels support, K and V in {64, 128}, found in argument `arg`.
+template <class Fail>
+void check_head_sizes(const Fail& fail, index_t K, index_t V, const char* arg, const char* verb) {
+  if (!((K == 64 || K == 128) && (V == 64 || V == 128)))
+    fail(arg, std::string(verb) + " K = " + std::to_string(K) + ", V = " + std::to_string(V) +
+                  "; the CUDA kernels support K, V in {64, 128}");
+}
+
 /// The checks only the device path needs, common to every CUDA call: the head sizes the
 /// kernels support, the token count, and device memory for every named view.
 template <class Fail>
 void check_device_call(const Fail& fail, const problem& p, std::initializer_list<std::pair<const char*, const void*>> views) {
-  if (!((p.K == 64 || p.K == 128) && (p.V == 64 || p.V == 128)))
-    fail("q", "and 'v' give K = " + std::to_string(p.K) + ", V = " + std::to_string(p.V) +
-                  "; the CUDA kernels support K, V in {64, 128}");
+  check_head_sizes(fail, p.K, p.V, "q", "and 'v' give");
   if (p.B * p.T >= (index_t(1) << 31)) fail("q", "has B * T >= 2^31 tokens");
-  for (const auto& [name, ptr] : views)
-    if (!on_device(ptr)) fail(name, "is not in device memory (cudaMalloc'd or managed memory expected)");
+  check_in_device_memory(fail, views);
 }
 
 /// Validates a CUDA call: the CPU checks, then device memory and the sizes the kernels
@@ -138,7 +150,7 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
                      {"options.initial_state", opt.initial_state.data()},
                      {"options.final_state", opt.final_state.data()},
                      {"options.checkpoints", opt.checkpoints.data()}});
-  check_device_call([&](const char* a, const std::string& m) { checker.fail(a, m); }, p, extra);
+  check_in_device_memory([&](const char* a, const std::string& m) { checker.fail(a, m); }, extra);
   return p;
 }
 
