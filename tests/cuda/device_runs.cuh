@@ -107,13 +107,17 @@ struct device_scalars {
 template <class E>
 E* offset_rows(E* p, index_t t, index_t stride_t) { return p + t * stride_t; }
 
+/// Tokens [t0, t0 + n) of a [B, T, ...] view: [B, n, ...].
+template <class E, int R>
+la::tensor_view<E, R> tokens(const la::tensor_view<E, R>& v, index_t t0, index_t n) {
+  auto e = v.extents();
+  e[1] = n;
+  return la::tensor_view<E, R>(v.data() + t0 * v.stride(1), e, v.strides());
+}
+
 /// One token of a [B, T, ...] view: [B, 1, ...].
 template <class E, int R>
-la::tensor_view<E, R> token(const la::tensor_view<E, R>& v, index_t t) {
-  auto e = v.extents();
-  e[1] = 1;
-  return la::tensor_view<E, R>(v.data() + t * v.stride(1), e, v.strides());
-}
+la::tensor_view<E, R> token(const la::tensor_view<E, R>& v, index_t t) { return tokens(v, t, 1); }
 
 template <class Rule, class E>
 struct device_problem {
@@ -145,17 +149,18 @@ struct device_problem {
     }
   }
 
-  /// The same inputs restricted to token t.
-  typename Rule::template inputs<E> at(index_t t) const {
+  /// The same inputs restricted to tokens [t0, t0 + n).
+  typename Rule::template inputs<E> range(index_t t0, index_t n) const {
     auto x = in;
-    x.q = token(in.q, t);
-    x.k = token(in.k, t);
-    x.v = token(in.v, t);
-    if constexpr (requires { x.g; }) x.g = token(in.g, t);
-    if constexpr (requires { x.beta; }) x.beta = token(in.beta, t);
-    if constexpr (requires { x.delta; }) x.delta = token(in.delta, t);
+    x.q = tokens(in.q, t0, n);
+    x.k = tokens(in.k, t0, n);
+    x.v = tokens(in.v, t0, n);
+    if constexpr (requires { x.g; }) x.g = tokens(in.g, t0, n);
+    if constexpr (requires { x.beta; }) x.beta = tokens(in.beta, t0, n);
+    if constexpr (requires { x.delta; }) x.delta = tokens(in.delta, t0, n);
     return x;
   }
+  typename Rule::template inputs<E> at(index_t t) const { return range(t, 1); }
 };
 
 std::vector<double> read_floats(const device_memory& m) {
@@ -332,7 +337,7 @@ draft_outcome run_drafts(const ref::problem& p, dtype t, const std::vector<std::
 }
 
 template <class Rule, class E>
-std::vector<double> checkpoints_typed(const ref::problem& p, int every) {
+std::vector<double> checkpoints_typed(const ref::problem& p, int every, form f) {
   const auto& d = p.d;
   device_problem<Rule, E> dp(p, false);
   device_tensor<E> out({d.B, d.T, d.HV, d.V}, false);
@@ -348,17 +353,62 @@ std::vector<double> checkpoints_typed(const ref::problem& p, int every) {
   opt.checkpoint_every = every;
   opt.checkpoints = la::tensor_view<float, 5>(cp.as<float>(), {N, J, index_t(d.HV), index_t(d.K), index_t(d.V)},
                                               {J * per, per, index_t(d.K) * d.V, index_t(d.V), 1});
-  la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
-  ok(cudaDeviceSynchronize(), "recurrent_forward with checkpoints");
+  if (f == form::chunkwise) la::cuda::chunkwise_forward<Rule>(dp.in, out.view, opt);
+  else la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
+  ok(cudaDeviceSynchronize(), "forward with checkpoints");
   return read_floats(cp);
 }
 
 template <class Rule>
-std::vector<double> run_checkpoints(const ref::problem& p, dtype t, int every) {
+std::vector<double> run_checkpoints(const ref::problem& p, dtype t, int every, form f) {
   switch (t) {
-    case dtype::f32: return checkpoints_typed<Rule, float>(p, every);
-    case dtype::f16: return checkpoints_typed<Rule, __half>(p, every);
-    default: return checkpoints_typed<Rule, __nv_bfloat16>(p, every);
+    case dtype::f32: return checkpoints_typed<Rule, float>(p, every, f);
+    case dtype::f16: return checkpoints_typed<Rule, __half>(p, every, f);
+    default: return checkpoints_typed<Rule, __nv_bfloat16>(p, every, f);
+  }
+}
+
+template <class Rule, class E>
+bool resume_typed(const ref::problem& p, int every, int entry) {
+  const auto& d = p.d;
+  const index_t B = d.B, T = d.T, HV = d.HV, K = d.K, V = d.V, per = HV * K * V, J = (T + every - 1) / every;
+  const index_t t0 = index_t(entry + 1) * every;
+  if (!p.cu.empty() || t0 >= T) throw std::runtime_error("resume_matches: a dense batch with tokens after the entry");
+  device_problem<Rule, E> dp(p, false);
+  device_tensor<E> out({B, T, HV, V}, false), rest({B, T - t0, HV, V}, false);
+  device_memory s0(std::size_t(B * per) * sizeof(float)), s1(s0.bytes()), s2(s0.bytes()),
+      cp(std::size_t(B * J * per) * sizeof(float));
+  write_floats(s0, p.s0);
+  const auto state = [&](const device_memory& m) { return la::view(m.as<float>(), B, HV, K, V); };
+  la::options<float> opt;
+  opt.scale = p.scale;
+  opt.initial_state = state(s0);
+  opt.final_state = state(s1);
+  opt.checkpoint_every = every;
+  opt.checkpoints = la::tensor_view<float, 5>(cp.as<float>(), {B, J, HV, K, V}, {J * per, per, K * V, V, 1});
+  la::cuda::chunkwise_forward<Rule>(dp.in, out.view, opt);
+  // the same call on tokens [t0, T), from checkpoint `entry`
+  la::options<float> more;
+  more.scale = p.scale;
+  more.initial_state = la::tensor_view<const float, 4>(cp.as<float>() + entry * per, {B, HV, K, V}, {J * per, K * V, V, 1});
+  more.final_state = state(s2);
+  la::cuda::chunkwise_forward<Rule>(dp.range(t0, T - t0), rest.view, more);
+  ok(cudaDeviceSynchronize(), "chunkwise_forward from a checkpoint");
+  const std::vector<double> whole = out.get(), tail = rest.get();
+  const std::size_t row = std::size_t(HV * V);
+  for (index_t b = 0; b < B; ++b)
+    for (index_t t = t0; t < T; ++t)
+      for (std::size_t e = 0; e < row; ++e)
+        if (whole[std::size_t(b * T + t) * row + e] != tail[std::size_t(b * (T - t0) + t - t0) * row + e]) return false;
+  return read_floats(s1) == read_floats(s2);
+}
+
+template <class Rule>
+bool resume_matches(const ref::problem& p, dtype t, int every, int entry) {
+  switch (t) {
+    case dtype::f32: return resume_typed<Rule, float>(p, every, entry);
+    case dtype::f16: return resume_typed<Rule, __half>(p, every, entry);
+    default: return resume_typed<Rule, __nv_bfloat16>(p, every, entry);
   }
 }
 
@@ -385,7 +435,7 @@ std::string bad_call(const char* what) {
     opt.initial_state = la::view(pool.as<float>(), 2, 1, K, 64);
     opt.final_state = la::view(pool.as<float>(), 2, 1, K, 64);
   }
-  if (w == "checkpoints") opt.checkpoint_every = 64;
+  if (w == "checkpoints") opt.checkpoint_every = 96;
   try {
     la::cuda::chunkwise_forward<Rule>(in, out.view, opt);
   } catch (const la::error& e) {
@@ -400,7 +450,8 @@ std::string bad_call(const char* what) {
 #define LINATTN_TEST_RULE(R)                                                                                   \
   template outcome run<la::R>(const ref::problem&, dtype, form, const config&);                                      \
   template draft_outcome run_drafts<la::R>(const ref::problem&, dtype, const std::vector<std::int64_t>&, bool, bool); \
-  template std::vector<double> run_checkpoints<la::R>(const ref::problem&, dtype, int);                              \
+  template std::vector<double> run_checkpoints<la::R>(const ref::problem&, dtype, int, form);                        \
+  template bool resume_matches<la::R>(const ref::problem&, dtype, int, int);                                         \
   template std::string bad_call<la::R>(const char*);
 
 }  // namespace cuda_tests

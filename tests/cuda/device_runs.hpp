@@ -67,10 +67,18 @@ template <class Rule>
 draft_outcome run_drafts(const ref::problem& p, dtype t, const std::vector<std::int64_t>& accepted, bool on_device,
                          bool per_key);
 
-/// recurrent_forward<Rule> with options::checkpoints every `every` tokens (from the problem's
-/// s0): the `[N, ceil(L / every), HV, K, V]` checkpoints, NaN where nothing was written.
+/// recurrent_forward<Rule> or chunkwise_forward<Rule> (form `f`) with options::checkpoints every
+/// `every` tokens (from the problem's s0): the `[N, ceil(L / every), HV, K, V]` checkpoints,
+/// NaN where nothing was written.
 template <class Rule>
-std::vector<double> run_checkpoints(const ref::problem& p, dtype t, int every);
+std::vector<double> run_checkpoints(const ref::problem& p, dtype t, int every, form f);
+
+/// Prefix caching on the device: chunkwise_forward<Rule> over a dense batch (from s0) writes
+/// checkpoints every `every` tokens, then a second call starts from checkpoint `entry` on the
+/// tokens after it. True when that call's outputs and final states equal, bit for bit, those
+/// of the uninterrupted run.
+template <class Rule>
+bool resume_matches(const ref::problem& p, dtype t, int every, int entry);
 
 /// Calls chunkwise_forward<Rule> with a deliberately bad argument and returns the message of
 /// the linattn::error it throws (empty if none): "host_pointer", "head_size", "chunk_size".

@@ -49,8 +49,8 @@ std::vector<backward_case> backward_cases() {
       {"B3 T300 H2 HV2 K128 V128, many chunks", {3, 300, 2, 2, 128, 128}, {}, {}},
       // enough sequences x value heads that the state passes take wider column blocks (32,
       // then 64 columns, on a GPU of up to 160 multiprocessors)
-      {"packed 20 sequences H1 HV2 K128 V128", {1, cu20.back(), 1, 2, 128, 128}, cu20, {}},
-      {"packed 40 sequences H2 HV4 K64 V128", {1, cu40.back(), 2, 4, 64, 128}, cu40, {}},
+      {"packed 20 sequences H1 HV2 K128 V128", {1, int(cu20.back()), 1, 2, 128, 128}, cu20, {}},
+      {"packed 40 sequences H2 HV4 K64 V128", {1, int(cu40.back()), 2, 4, 64, 128}, cu40, {}},
   };
 }
 

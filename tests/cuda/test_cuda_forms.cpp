@@ -174,6 +174,33 @@ TEMPLATE_TEST_CASE("cuda speculative decoding: verify with a record, commit ever
       }
 }
 
+/// The checkpoints of a call against the float64 reference run on each sequence's prefix:
+/// entry j of sequence n holds the state after min((j + 1) every, length) tokens, and entries
+/// past a shorter sequence's end keep the NaN poison.
+void check_checkpoints(const ref::problem& p, const std::vector<double>& got, int every, double tol, const std::string& what) {
+  const auto& d = p.d;
+  const int N = p.sequences();
+  int L = p.cu.empty() ? d.T : 0;
+  for (int n = 0; n + 1 < int(p.cu.size()); ++n) L = std::max(L, int(p.cu[std::size_t(n) + 1] - p.cu[std::size_t(n)]));
+  const int J = (L + every - 1) / every;
+  const std::size_t per = std::size_t(d.HV) * d.K * d.V;
+  REQUIRE(got.size() == std::size_t(N * J) * per);
+  for (int n = 0; n < N; ++n) {
+    const int len = p.cu.empty() ? d.T : int(p.cu[std::size_t(n) + 1] - p.cu[std::size_t(n)]);
+    const std::vector<double> s0(p.s0.begin() + std::ptrdiff_t(n * per), p.s0.begin() + std::ptrdiff_t((n + 1) * per));
+    for (int j = 0; j < J; ++j) {
+      INFO(what << ": sequence " << n << " (" << len << " tokens), entry " << j << " of every " << every);
+      const std::vector<double> entry(got.begin() + std::ptrdiff_t((n * J + j) * per), got.begin() + std::ptrdiff_t((n * J + j + 1) * per));
+      if (j >= (len + every - 1) / every) {  // past the sequence's end: untouched (the NaN poison)
+        CHECK(std::all_of(entry.begin(), entry.end(), [](double x) { return std::isnan(x); }));
+        continue;
+      }
+      const int upto = std::min((j + 1) * every, len);
+      CHECK(harness::rel_err(entry, ref::run(harness::prefix_of(p, n, upto, s0)).s) < tol);
+    }
+  }
+}
+
 TEMPLATE_TEST_CASE("cuda recurrent form writes checkpoints every n tokens", "[cuda][checkpoints]", la::ScalarDecay,
                    la::GatedDelta) {
   std::mt19937_64 rng(43);
@@ -182,25 +209,44 @@ TEMPLATE_TEST_CASE("cuda recurrent form writes checkpoints every n tokens", "[cu
   for (dtype t : {dtype::f32, dtype::bf16}) {
     auto p = harness::make_problem(rng, d, harness::spec_of<TestType>(), harness::gates::mild, true, cu);
     cuda_tests::round_inputs(p, t);
-    const int every = 4, N = 4, J = 3;  // ceil(12 / 4): the longest sequence has 12 tokens
-    const auto got = cuda_tests::run_checkpoints<TestType>(p, t, every);
-    const std::size_t per = std::size_t(d.HV) * d.K * d.V;
-    for (int n = 0; n < N; ++n) {
-      const int len = int(cu[std::size_t(n) + 1] - cu[std::size_t(n)]);
-      const std::vector<double> s0(p.s0.begin() + std::ptrdiff_t(n * per), p.s0.begin() + std::ptrdiff_t((n + 1) * per));
-      for (int j = 0; j < J; ++j) {
-        INFO(TestType::name << " " << cuda_tests::name(t) << ": sequence " << n << " (" << len << " tokens), entry " << j);
-        const std::vector<double> entry(got.begin() + std::ptrdiff_t((n * J + j) * per),
-                                        got.begin() + std::ptrdiff_t((n * J + j + 1) * per));
-        if (j >= (len + every - 1) / every) {  // past the sequence's end: untouched (the NaN poison)
-          CHECK(std::all_of(entry.begin(), entry.end(), [](double x) { return std::isnan(x); }));
-          continue;
-        }
-        const int upto = std::min((j + 1) * every, len);
-        CHECK(harness::rel_err(entry, ref::run(harness::prefix_of(p, n, upto, s0)).s) < tolerance(t));
-      }
-    }
+    const int every = 4;
+    const auto got = cuda_tests::run_checkpoints<TestType>(p, t, every, form::recurrent);
+    check_checkpoints(p, got, every, tolerance(t), std::string(TestType::name) + " " + cuda_tests::name(t));
   }
+}
+
+TEMPLATE_TEST_CASE("cuda chunkwise form writes checkpoints at chunk ends", "[cuda][checkpoints]", la::Hebbian,
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(47);
+  // Every state pass writes them: units = sequences x HV x V/16 pick it (see shape_cases).
+  const std::vector<shape_case> cases = {
+      {"packed 0,130,131,131,300 H1 HV2 K64 V128", {1, 300, 1, 2, 64, 128}, {0, 130, 131, 131, 300}, {}},
+      {"B3 T200 H4 HV12 K128 V64, 32-column state blocks", {3, 200, 4, 12, 128, 64}, {}, {}},
+      {"B5 T150 H4 HV8 K128 V128, wide grid", {5, 150, 4, 8, 128, 128}, {}, {}},
+      {"B20 T130 H2 HV8 K64 V64, wider grid", {20, 130, 2, 8, 64, 64}, {}, {}},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    for (dtype t : {dtype::f32, dtype::bf16})
+      for (int every : i == 0 ? std::vector<int>{64, 128} : std::vector<int>{i % 2 ? 128 : 64}) {
+        const shape_case& sc = cases[i];
+        auto p = harness::make_problem(rng, sc.d, harness::spec_of<TestType>(), harness::gates::mild, true, sc.cu);
+        cuda_tests::round_inputs(p, t);
+        const auto got = cuda_tests::run_checkpoints<TestType>(p, t, every, form::chunkwise);
+        check_checkpoints(p, got, every, tolerance(t), std::string(TestType::name) + " " + cuda_tests::name(t) + " " + sc.name);
+      }
+}
+
+TEMPLATE_TEST_CASE("cuda chunkwise prefill from a checkpoint continues bit for bit", "[cuda][checkpoints]",
+                   la::ScalarDecay, la::GatedDelta) {
+  std::mt19937_64 rng(53);
+  for (const ref::dims d : {ref::dims{2, 300, 2, 4, 64, 128}, ref::dims{5, 200, 4, 8, 128, 128}})
+    for (dtype t : {dtype::f32, dtype::bf16})
+      for (int entry : {0, 1}) {
+        auto p = harness::make_problem(rng, d, harness::spec_of<TestType>(), harness::gates::mild, true, {});
+        cuda_tests::round_inputs(p, t);
+        INFO(TestType::name << " " << cuda_tests::name(t) << " B" << d.B << " T" << d.T << " HV" << d.HV << ", from entry " << entry);
+        CHECK(cuda_tests::resume_matches<TestType>(p, t, 64, entry));
+      }
 }
 
 TEST_CASE("cuda chunkwise works again after the workspace is handed back", "[cuda]") {
@@ -222,7 +268,7 @@ TEST_CASE("cuda calls reject bad arguments before writing anything", "[cuda]") {
   const std::string slot = cuda_tests::bad_call<la::GatedDelta>("state_index");
   CHECK(slot.find("argument 'options.state_indices' has entry 0 = 2") != std::string::npos);
   const std::string cps = cuda_tests::bad_call<la::GatedDelta>("checkpoints");
-  CHECK(cps.find("argument 'options.checkpoints'") != std::string::npos);
+  CHECK(cps.find("argument 'options.checkpoint_every' is 96, expected a multiple of options.chunk_size = 64") != std::string::npos);
 }
 
 TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -1e5 among mild ones", "[cuda][gates]",

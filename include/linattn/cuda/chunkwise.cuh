@@ -113,7 +113,9 @@ struct chunkwise_kernels<__nv_bfloat16> : chunkwise_mma_kernels<__nv_bfloat16> {
 
 /// Same inputs, layouts and options as linattn::chunkwise_forward, on device memory, queued
 /// on `stream`. options::cu_seqlens may live in host or device memory (it is read on the host,
-/// which synchronises); options::chunk_size must be 64. Throws linattn::error before anything
+/// which synchronises); options::chunk_size must be 64; options::checkpoints (device memory,
+/// checkpoint_every a multiple of 64) as on the CPU, written by the state pass at chunk ends.
+/// Throws linattn::error before anything
 /// is queued when an argument is invalid.
 template <rule Rule, class T>
 void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
@@ -126,6 +128,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()));
   detail::scratch ws(plan.workspace.bytes, stream);
   detail::chunk_args<Rule, E> args(in, out, opt.initial_state, opt.final_state, p);
+  detail::with_checkpoints(args, opt, p);
   plan.bind(args, ws, p, stream);
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     kernels::template run<Rule, decltype(k)::value, decltype(v)::value>(plan, args, stream);

@@ -34,14 +34,6 @@ void run_tokens(token_args<Rule, E> args, const problem& p, cudaStream_t stream)
   });
 }
 
-/// Points the token kernel at options::checkpoints when the call writes them.
-template <class Rule, class E>
-void with_checkpoints(token_args<Rule, E>& args, const options<float>& opt, const problem& p) {
-  if (p.checkpoint_every <= 0) return;
-  args.checkpoints = opt.checkpoints;
-  args.every = int(p.checkpoint_every);
-}
-
 }  // namespace detail
 
 /// Same inputs, layouts and options as linattn::recurrent_forward, on device memory, queued on

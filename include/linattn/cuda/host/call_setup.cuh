@@ -133,9 +133,6 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
   if (opt.state_indices.given() && !opt.state_indices.null())
     checker.state_indices_region(linattn::detail::region_of("options.state_indices", opt.state_indices));
   if (!fn.empty()) checker.rename(fn);
-  if (f == form::chunkwise && (opt.checkpoint_every != 0 || opt.checkpoints.given()))
-    checker.fail("options.checkpoints", "is set; the CUDA chunkwise form writes no checkpoints (use "
-                                        "linattn::cuda::recurrent_forward, or leave checkpoint_every = 0)");
   problem p = checker.check(out, state, more);
   if (opt.check_finite)
     checker.fail("options.check_finite", "is set; the CUDA backend does not scan device inputs (leave it false)");
@@ -152,6 +149,14 @@ problem validate(form f, const typename Rule::template inputs<T>& in, const tens
                      {"options.checkpoints", opt.checkpoints.data()}});
   check_in_device_memory([&](const char* a, const std::string& m) { checker.fail(a, m); }, extra);
   return p;
+}
+
+/// Points a call's kernels at options::checkpoints when the validated call writes them.
+template <class Rule, class E>
+void with_checkpoints(call_args<Rule, E>& args, const options<float>& opt, const problem& p) {
+  if (p.checkpoint_every <= 0) return;
+  args.checkpoints = opt.checkpoints;
+  args.every = int(p.checkpoint_every);
 }
 
 /// Validates a CUDA backward call: the CPU backward's checks (core/validate_backward.hpp),

@@ -30,6 +30,8 @@ struct call_args {
   tensor_view<float, 4> s1;        // [N, HV, K, V] or not given (may alias s0)
   const span* seqs = nullptr;      // [N], or null: sequence n is batch row n, all `length` tokens
   const std::int64_t* slots = nullptr;  // [N] pool slots (the plan's copy of options::state_indices), or null
+  tensor_view<float, 5> checkpoints{};  // [N, J, HV, K, V] (options::checkpoints), or not given
+  int every = 0;                        // checkpoint interval in tokens (0: none)
   int length = 0;                  // T
   int group = 1;                   // HV / H
   float scale = 1.0f;
@@ -43,6 +45,12 @@ struct call_args {
 
   /// The state slot of sequence n: n itself, or its pool slot (negative: none).
   __device__ index_t slot(index_t n) const { return slots ? index_t(slots[n]) : n; }
+
+  /// The checkpoint entry that takes the state once `done` of a sequence's `length` tokens are
+  /// in (after every `every` tokens and after the last one), or -1 for none.
+  __device__ int checkpoint_entry(int done, int length) const {
+    return every > 0 && done > 0 && (done % every == 0 || done == length) ? (done - 1) / every : -1;
+  }
 
   /// Sequence n: from the table, or batch row n; its first chunk counted in chunks of Len.
   template <int Len = chunk>

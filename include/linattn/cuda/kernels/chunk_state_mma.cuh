@@ -123,6 +123,13 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
     for (int e = 0; e < 4; ++e)
       ht[nt][e] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) : 0.0f;
 
+  // this warp's part of H into at(key, value column) (the final state or a checkpoint)
+  const auto store_state = [&](auto&& at) {
+#pragma unroll
+    for (int nt = 0; nt < KT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) at(k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) = ht[nt][e];
+  };
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
   if (s.length > 0) load_chunk_tiles<K, S::BV, S::threads>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
 
@@ -269,13 +276,11 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
         mma_16816<T>(ht[2 * p + 1], a, bk[2], bk[3]);
       }
     }
+    if (const int entry = args.checkpoint_entry(t0 + n - s.start, s.length); entry >= 0)
+      store_state([&](index_t k, index_t v) -> float& { return args.checkpoints(n_seq, entry, hv, k, v); });
     __syncthreads();  // every warp is done with this buffer and the partials; both may be refilled
   }
-  if (args.s1.data() && state_slot >= 0)
-#pragma unroll
-    for (int nt = 0; nt < KT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) args.s1(state_slot, hv, k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) = ht[nt][e];
+  if (args.s1.data() && state_slot >= 0) store_state([&](index_t k, index_t v) -> float& { return args.s1(state_slot, hv, k, v); });
 }
 
 }  // namespace linattn::cuda::detail

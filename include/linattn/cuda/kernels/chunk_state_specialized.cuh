@@ -250,6 +250,15 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         for (int half = 0; half < 2; ++half)
           store_pair(state + key(m, 2 * half) * S::ldv, col(nt, 0), hs[m][nt][2 * half], hs[m][nt][2 * half + 1]);
   };
+  // H on this warp's key rows into at(key, value column) (the final state or a checkpoint)
+  const auto store_state = [&](auto&& at) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) at(key(m, e), v0 + col(nt, e)) = hs[m][nt][e];
+  };
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -335,14 +344,10 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       }
     }
     if (c + 1 < chunks) share_state(c + 1);  // read after the next tiles_in barrier
+    if (const int entry = args.checkpoint_entry(min(t0 + chunk, end) - s.start, s.length); entry >= 0)
+      store_state([&](index_t k, index_t v) -> float& { return args.checkpoints(n_seq, entry, hv, k, v); });
   }
-  if (args.s1.data() && state_slot >= 0)
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) args.s1(state_slot, hv, key(m, e), v0 + col(nt, e)) = hs[m][nt][e];
+  if (args.s1.data() && state_slot >= 0) store_state([&](index_t k, index_t v) -> float& { return args.s1(state_slot, hv, k, v); });
 }
 
 }  // namespace linattn::cuda::detail

@@ -103,6 +103,10 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
     hs[i * S::ldh + j] = x;
     h_op[i * S::ldb + j] = from_float<T>(x);
   }
+  // H [K, BV] into at(i, v) (the final state or a checkpoint)
+  const auto store_state = [&](auto&& at) {
+    for (int e = tid; e < K * BV; e += int(blockDim.x)) at(e / BV, v0 + e % BV) = hs[(e / BV) * S::ldh + e % BV];
+  };
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % S::buffers]; };
   if (s.length > 0) load_chunk<S::threads>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
 
@@ -177,14 +181,12 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
           for (int e = 0; e < 8; ++e) hs[i * S::ldh + j + e] = y[e];
           store8_aligned(h_op + i * S::ldb + j, y);
         });
-    __syncthreads();  // the buffer of this chunk may be refilled
+    __syncthreads();  // the buffer of this chunk may be refilled; H is complete
+    if (const int entry = args.checkpoint_entry(min(t0 + chunk, end) - s.start, s.length); entry >= 0)
+      store_state([&](int i, index_t v) -> float& { return args.checkpoints(n_seq, entry, hv, i, v); });
   }
   __syncthreads();
-  if (args.s1.data() && state_slot >= 0)
-    for (int e = tid; e < K * BV; e += int(blockDim.x)) {
-      const int i = e / BV, j = e % BV;
-      args.s1(state_slot, hv, i, v0 + j) = hs[i * S::ldh + j];
-    }
+  if (args.s1.data() && state_slot >= 0) store_state([&](int i, index_t v) -> float& { return args.s1(state_slot, hv, i, v); });
 }
 
 }  // namespace linattn::cuda::detail

@@ -21,13 +21,10 @@
 
 namespace linattn::cuda::detail {
 
-/// call_args plus what only the token recurrence writes: checkpoints (recurrent_forward,
-/// decode_step) and verify_drafts's compact record.
+/// call_args plus what only the token recurrence writes: verify_drafts's compact record.
 template <class Rule, class T>
 struct token_args : call_args<Rule, T> {
   using call_args<Rule, T>::call_args;
-  tensor_view<float, 5> checkpoints{};  // [N, J, HV, K, V], or not given
-  int every = 0;                        // checkpoint interval in tokens (0: none)
   draft_record<float> record{};         // [N, L, HV, K | V | G] (core/draft_record.hpp), or not given
 };
 
@@ -102,9 +99,9 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
         for (int i = tid; i < args.record.log_decay.extent(3); i += 32 * W) args.record.log_decay(n_seq, step, hv, i) = lg;
       }
     }
-    if (args.every > 0 && ((step + 1) % args.every == 0 || step + 1 == s.length))
+    if (const int entry = args.checkpoint_entry(step + 1, s.length); entry >= 0)
 #pragma unroll
-      for (int i = 0; i < R; ++i) args.checkpoints(n_seq, step / args.every, hv, warp * R + i, j) = hreg[i];
+      for (int i = 0; i < R; ++i) args.checkpoints(n_seq, entry, hv, warp * R + i, j) = hreg[i];
   }
   if (args.s1.data() && state_slot >= 0)
 #pragma unroll
