@@ -157,20 +157,30 @@ struct gated_delta_buffers {
 };
 
 /// GatedDelta chunkwise (or recurrent) forward with the final state written (no initial
-/// state), as fla's chunk_gated_delta_rule with output_final_state=True.
-row forward(const char* form, int B, int T, int H, int D, int reps, double bw) {
+/// state), as fla's chunk_gated_delta_rule with output_final_state=True; `every` > 0: also
+/// the checkpoints every `every` tokens (prefix caching), the same call otherwise.
+row forward(const char* form, int B, int T, int H, int D, int reps, double bw, int every = 0) {
   const gated_delta_buffers x(B, T, H, D, 1);
   const auto in = x.inputs();
   la::options<float> opt;
   opt.final_state = x.states();
+  const index_t J = every > 0 ? (T + every - 1) / every : 0, per = index_t(H) * D * D;
+  float* cp = nullptr;
+  if (every > 0) {
+    ok(cudaMalloc(&cp, std::size_t(B * J * per) * sizeof(float)), "cudaMalloc");
+    opt.checkpoint_every = every;
+    opt.checkpoints = la::tensor_view<float, 5>(cp, {B, J, H, D, D}, {J * per, per, index_t(D) * D, D, 1});
+  }
   const bool chunked = std::string(form) == "chunkwise";
   const double ms = median_ms([&] {
     if (chunked) la::cuda::chunkwise_forward<la::GatedDelta>(in, x.out(), opt);
     else la::cuda::recurrent_forward<la::GatedDelta>(in, x.out(), opt);
   }, reps);
-  // memory floor: read q, k, v, g, beta once, write o and the final state once
-  const double bytes = double(x.qk) * 4 * sizeof(E) + double(x.tok) * 2 * sizeof(E) + x.state_bytes();
-  return {std::string("GatedDelta bf16 ") + form, B, T, H, D, ms, bytes / bw * 1e3};
+  cudaFree(cp);
+  // memory floor: read q, k, v, g, beta once, write o, the final state and the checkpoints once
+  const double bytes = double(x.qk) * 4 * sizeof(E) + double(x.tok) * 2 * sizeof(E) + x.state_bytes() + double(B * J * per) * 4;
+  return {std::string("GatedDelta bf16 ") + form + (every > 0 ? ", checkpoints/" + std::to_string(every) : ""), B, T, H, D, ms,
+          bytes / bw * 1e3};
 }
 
 /// GatedDelta chunkwise backward (bf16, no initial state, no final-state gradient), as fla's
@@ -280,6 +290,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
+  for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 1024));
   for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, false));
   for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true));
   rows.push_back(forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw));
@@ -290,10 +301,18 @@ int main(int argc, char** argv) {
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
   }
 
-  std::printf("\n%-32s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");
+  std::printf("\n%-44s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");
   for (const auto& r : rows)
-    std::printf("%-32s %4d %6d %4d %4d %12.4f %12.4f %8.2f\n", r.name.c_str(), r.B, r.T, r.H, r.D, r.ms, r.floor_ms,
+    std::printf("%-44s %4d %6d %4d %4d %12.4f %12.4f %8.2f\n", r.name.c_str(), r.B, r.T, r.H, r.D, r.ms, r.floor_ms,
                 r.ms / r.floor_ms);
+  // Prefix caching: the chunkwise forward writing checkpoints against the same call without.
+  std::printf("\n%-44s %6s %6s %4s %10s\n", "ratio (same shape)", "B", "T", "H", "x plain");
+  for (const auto& r : rows) {
+    if (r.name.find("checkpoints/") == std::string::npos) continue;
+    for (const auto& d : rows)
+      if (d.name == "GatedDelta bf16 chunkwise" && d.B == r.B && d.T == r.T && d.H == r.H)
+        std::printf("%-44s %6d %6d %4d %10.3f\n", (r.name + " / plain").c_str(), r.B, r.T, r.H, r.ms / d.ms);
+  }
   // Serving ratios: the speculative calls against one decode step through the pool, per B.
   std::printf("\n%-44s %6s %10s\n", "ratio (same B)", "B", "x decode");
   for (const auto& r : rows) {
