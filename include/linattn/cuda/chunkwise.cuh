@@ -115,8 +115,7 @@ struct chunkwise_kernels<__nv_bfloat16> : chunkwise_mma_kernels<__nv_bfloat16> {
 /// on `stream`. options::cu_seqlens may live in host or device memory (it is read on the host,
 /// which synchronises); options::chunk_size must be 64; options::checkpoints (device memory,
 /// checkpoint_every a multiple of 64) as on the CPU, written by the state pass at chunk ends.
-/// Throws linattn::error before anything
-/// is queued when an argument is invalid.
+/// Throws linattn::error before anything is queued when an argument is invalid.
 template <rule Rule, class T>
 void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                        tensor_view<T, 4> out, const options<float>& opt = {}, cudaStream_t stream = nullptr) {
