@@ -80,7 +80,8 @@ struct options {
   /// min((j + 1) checkpoint_every, length_n) tokens; entries j >= ceil(length_n /
   /// checkpoint_every) (shorter packed sequences) are left untouched.
   tensor_view<Real, 5> checkpoints{};
-  /// Threads to use: 0 = all hardware threads. Results do not depend on this.
+  /// Threads to use: 0 = every core the process may run on (its affinity mask); more than that
+  /// is capped there. Results do not depend on this.
   int threads = 0;
   /// Scan inputs for NaN/Inf and log gates > 0 before computing (costs one pass over inputs).
   bool check_finite = false;

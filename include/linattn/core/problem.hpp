@@ -4,10 +4,10 @@
 #pragma once
 
 #include <algorithm>
-#include <thread>
 #include <vector>
 
 #include "config.hpp"
+#include "hardware.hpp"
 #include "options.hpp"
 
 namespace linattn::detail {
@@ -56,11 +56,11 @@ class copied_integers {
 /// The N + 1 offsets of a packed batch.
 using sequence_offsets = copied_integers;
 
-/// The thread count a call runs on: `requested` (>= 0), 0 meaning every hardware thread, at
-/// most the hardware threads.
+/// The thread count a call runs on: `requested` (>= 0), 0 meaning every core this process may
+/// run on (its affinity mask), at most that many.
 inline int resolved_threads(int requested) {
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return requested == 0 ? hw : std::min(requested, hw);
+  const int cores = available_cores();
+  return requested == 0 ? cores : std::min(requested, cores);
 }
 
 /// Sizes of a validated call. Sequence n lives in batch row `batch(n)`, tokens

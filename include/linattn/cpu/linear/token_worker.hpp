@@ -142,69 +142,81 @@ class token_worker {
     } else {
       dk_ = decay_.cwiseProduct(k_), dq_ = decay_.cwiseProduct(q_);
     }
-    read_pass(src);  // a = (d k)^T H (low rank: a_t^T H), o = (d q)^T H
-    if constexpr (corrects) u_ = beta * (u_ - a_);  // beta (v - S d k)   [V]
-    o_.noalias() += q_.dot(k_) * u_;
-    if constexpr (low_rank) o_.noalias() += q_.dot(lb_) * a_;
-    write_pass(src, dst);  // H <- diag(d) H + k u^T (+ b a^T)
+    const A qk = q_.dot(k_);
+    A qb = A(0);
+    if constexpr (low_rank) qb = q_.dot(lb_);
+    index_t j = 0;
+    for (; j + column_block <= V_; j += column_block) block_step(src, dst, j, beta, qk, qb);
+    if (j < V_) tail_step(src, dst, j, beta, qk, qb);
     store_rows(out, b, t, hv, 1, o_);
   }
 
-  /// Columns per register block of the read pass: two accumulators of four 64-byte vectors.
+  /// Columns per register block: two read accumulators of four 64-byte vectors.
   static constexpr index_t column_block = 4 * 64 / index_t(sizeof(A));
   using block = Eigen::Array<A, 1, column_block>;
 
-  /// a_ = dk_^T H and o_ = dq_^T H in one read of H: the columns go in blocks whose two
-  /// accumulators stay in registers over all K rows (one load of H per two multiply-adds);
-  /// each column's sum runs over the rows in order, in the blocks and in the tail alike.
+  /// Columns [j, j + column_block) of one token (the columns of a state are independent):
+  /// read a = (d k)^T H (low rank: a_t^T H) and r = (d q)^T H with both accumulators in
+  /// registers over all K rows (each column's sum runs over the rows in order); then
+  /// w = beta (v - a) (delta family) or v, o = r + (q.k) w (+ (q.b) a); then write
+  /// H <- diag(d) H + k w^T (+ b a^T) while most of the block is still in L1. A rule that
+  /// writes v unchanged (no delta correction, no low-rank part) reads and writes each row in
+  /// one pass.
   template <class Src>
-  void read_pass(const Src& H) {
-    const A* const h0 = H.data();
-    const index_t ld = H.outerStride();
-    index_t j = 0;
-    for (; j + column_block <= V_; j += column_block) {
-      block ak = block::Zero(), aq = block::Zero();
+  void block_step(const Src& src, state_map& dst, index_t j, A beta, A qk, A qb) {
+    const A* const s0 = src.data() + j;  // locals: the stores below cannot change them
+    A* const d0 = dst.data() + j;
+    const index_t lds = src.outerStride(), ldd = dst.outerStride();
+    if constexpr (!corrects && !low_rank) {  // what is written does not depend on H: one pass
+      const block ub = u_.template segment<column_block>(j).array();
+      block aq = block::Zero();
       for (index_t i = 0; i < K_; ++i) {
-        const block h = Eigen::Map<const block>(h0 + i * ld + j);
-        ak += dk_(i) * h;
+        const block h = Eigen::Map<const block>(s0 + i * lds);
         aq += dq_(i) * h;
+        update_row(Eigen::Map<block>(d0 + i * ldd), h, ub, ub, i);
       }
-      a_.template segment<column_block>(j) = ak.matrix();
-      o_.template segment<column_block>(j) = aq.matrix();
+      o_.template segment<column_block>(j) = (aq + qk * ub).matrix();
+      return;
     }
-    if (j == V_) return;
-    const index_t w = V_ - j;
-    a_.tail(w).setZero();
-    o_.tail(w).setZero();
+    block ak = block::Zero(), aq = block::Zero();
     for (index_t i = 0; i < K_; ++i) {
-      a_.tail(w).noalias() += dk_(i) * H.row(i).tail(w);
-      o_.tail(w).noalias() += dq_(i) * H.row(i).tail(w);
+      const block h = Eigen::Map<const block>(s0 + i * lds);
+      ak += dk_(i) * h;
+      aq += dq_(i) * h;
     }
+    block ub = u_.template segment<column_block>(j).array();
+    if constexpr (corrects) ub = beta * (ub - ak);
+    block ob = aq + qk * ub;
+    if constexpr (low_rank) ob += qb * ak;
+    o_.template segment<column_block>(j) = ob.matrix();
+    // The write runs backwards: the rows read last are still in L1 (K rows at a row stride of
+    // 512 bytes land in a quarter of L1's sets, more lines than its ways hold).
+    for (index_t i = K_ - 1; i >= 0; --i) update_row(Eigen::Map<block>(d0 + i * ldd), Eigen::Map<const block>(s0 + i * lds), ub, ak, i);
   }
 
-  /// dst <- diag(d) src + k u^T (+ b a^T) in one pass over the state (src and dst may be the same
-  /// memory), in the same column blocks (u's block stays in registers over all K rows).
+  /// block_step for the last V - j (< column_block) columns.
   template <class Src>
-  void write_pass(const Src& src, state_map& dst) {
-    const auto row_update = [&](auto&& d, const auto& s, const auto& u, const auto& r, index_t i) {
-      if constexpr (low_rank) d = decay_(i) * s + lb_(i) * r + k_(i) * u;
-      else if constexpr (Rule::decay == decay_kind::none) d = s + k_(i) * u;
-      else d = decay_(i) * s + k_(i) * u;
-    };
-    const A* const s0 = src.data();  // locals: the stores below cannot change them
-    A* const d0 = dst.data();
-    const index_t lds = src.outerStride(), ldd = dst.outerStride();
-    index_t j = 0;
-    for (; j + column_block <= V_; j += column_block) {
-      const block ub = u_.template segment<column_block>(j).array();
-      const block rb = a_.template segment<column_block>(j).array();  // read only by the low-rank write
-      for (index_t i = 0; i < K_; ++i)
-        row_update(Eigen::Map<block>(d0 + i * ldd + j), Eigen::Map<const block>(s0 + i * lds + j), ub, rb, i);
-    }
-    if (j == V_) return;
+  void tail_step(const Src& src, state_map& dst, index_t j, A beta, A qk, A qb) {
     const index_t w = V_ - j;
-    for (index_t i = 0; i < K_; ++i)
-      row_update(dst.row(i).tail(w).array(), src.row(i).tail(w).array(), u_.tail(w).array(), a_.tail(w).array(), i);
+    auto a = a_.tail(w), o = o_.tail(w), u = u_.tail(w);
+    a.setZero();
+    o.setZero();
+    for (index_t i = 0; i < K_; ++i) {
+      a.noalias() += dk_(i) * src.row(i).tail(w);
+      o.noalias() += dq_(i) * src.row(i).tail(w);
+    }
+    if constexpr (corrects) u = beta * (u - a);
+    o.noalias() += qk * u;
+    if constexpr (low_rank) o.noalias() += qb * a;
+    for (index_t i = 0; i < K_; ++i) update_row(dst.row(i).tail(w).array(), src.row(i).tail(w).array(), u.array(), a.array(), i);
+  }
+
+  /// Row i of the write: d = diag(d) s + k u (+ b r), s and d the same columns of one row.
+  template <class Dst, class S, class U, class R>
+  void update_row(Dst&& d, const S& s, const U& u, const R& r, index_t i) const {
+    if constexpr (low_rank) d = decay_(i) * s + lb_(i) * r + k_(i) * u;
+    else if constexpr (Rule::decay == decay_kind::none) d = s + k_(i) * u;
+    else d = decay_(i) * s + k_(i) * u;
   }
 
   index_t K_, V_;
