@@ -26,9 +26,9 @@ struct householder_product_family {
 /// (cpu/linear/dplr_worker.hpp). No backward pass.
 struct dplr_family {};
 /// Nonlinear inner model trained by mini-batch gradient descent (TTT). Its state spans three
-/// views (weights, bias, mini-batch cache), so it has no state pool and no checkpoints.
+/// views (weights, bias, mini-batch cache); a state pool indexes all three by the same slot.
+/// No checkpoints.
 struct ttt_family {
-  static constexpr bool state_pool = false;
   static constexpr bool checkpoints = false;
 };
 /// Recursive least squares: state (S, P), P the inverse weighted key covariance (RLS). State

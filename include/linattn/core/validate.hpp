@@ -177,6 +177,15 @@ class call_checker {
     inputs_.push_back(region_of(name, x));
     scans_.push_back([this, name, x] { scan(name, x, value_range::any); });
   }
+  /// A read-only per-sequence view that a state pool indexes by slot like the state
+  /// (options::state_indices; without one, slot = sequence): check_finite scans only the
+  /// slots this call reads.
+  template <class V>
+  void pool_input(const char* name, const V& x) {
+    if (!x.given()) return;
+    inputs_.push_back(region_of(name, x));
+    scans_.push_back([this, name, x] { scan_state(name, x); });
+  }
   /// An output view; `initial` is the input it may replace in place (the same view exactly).
   template <class V, class I>
   void extra_output(const char* name, const V& x, const I& initial, const char* initial_name) {
@@ -444,14 +453,14 @@ class call_checker {
   }
 
   /// A state view, or with a pool only the slots this call reads (the others may hold anything).
-  template <class S>
-  void scan_state(const char* name, const tensor_view<S, 4>& s) {
+  template <class S, int R>
+  void scan_state(const char* name, const tensor_view<S, R>& s) {
     if (!p_.slots.given()) return scan(name, s, value_range::any);
+    std::array<index_t, R - 1> extents{}, strides{};
+    for (int d = 1; d < R; ++d) extents[d - 1] = s.extent(d), strides[d - 1] = s.stride(d);
     for (index_t n = 0; n < p_.N; ++n) {
       if (p_.slot(n) < 0) continue;
-      const tensor_view<S, 3> slot(&s(p_.slot(n), 0, 0, 0), {s.extent(1), s.extent(2), s.extent(3)},
-                                   {s.stride(1), s.stride(2), s.stride(3)});
-      scan(name, slot, value_range::any);
+      scan(name, tensor_view<S, R - 1>(s.data() + p_.slot(n) * s.stride(0), extents, strides), value_range::any);
     }
   }
 

@@ -24,8 +24,9 @@
 
 namespace linattn::cpu {
 
-/// Runs every (sequence, value head) of a validated call: loads its state, lets `advance`
-/// run its tokens with the slot's kernel, stores the state. `w_in` / `w_out`: views of W.
+/// Runs every (sequence, value head) of a validated call: loads its state (from the sequence's
+/// pool slot with options::state_indices), lets the thread's kernel run its tokens, stores the
+/// state. `w_in` / `w_out`: views of W.
 template <class Rule, class T, class A, class Make, class WIn, class WOut>
 void run_ttt(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out, const WIn& w_in,
              const WOut& w_out, const detail::problem& p, Make&& make_kernel) {
@@ -33,9 +34,9 @@ void run_ttt(const typename Rule::template inputs<T>& in, const tensor_view<T, 4
       p, [&] { return std::pair(make_kernel(), ttt_state<A>(p.K)); },
       [&](auto& w, const head_task& t) {
         auto& [kernel, st] = w;
-        st.load(in, w_in, t.seq, t.hv);
+        st.load(in, w_in, t.slot, t.hv);
         kernel.run(in, out, st, t.b, t.t0, t.n, t.hq, t.hv, static_cast<A>(p.scale));
-        st.store(in, w_out, t.seq, t.hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
+        st.store(in, w_out, t.slot, t.hv, Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
       });
 }
 
@@ -94,7 +95,7 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
         const auto hv = [&](index_t i) { return (first + i) % p.HV; };
         index_t longest = 0;
         for (index_t i = 0; i < count; ++i) {
-          w.states[i].load(in, w_in, seq(i), hv(i));
+          w.states[i].load(in, w_in, p.slot(seq(i)), hv(i));
           longest = std::max(longest, p.length(seq(i)));
         }
         const auto rows = [&](index_t t, index_t i) {  // task i's rows in the tile at t
@@ -122,7 +123,7 @@ void run_ttt_interleaved(const typename Rule::template inputs<T>& in, const tens
         }
         for (index_t i = 0; i < count; ++i) {
           auto& st = w.states[i];
-          st.store(in, w_out, seq(i), hv(i), Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
+          st.store(in, w_out, p.slot(seq(i)), hv(i), Rule::template tau<T, A>(in, std::max<index_t>(st.pos, 1)));
         }
       });
 }

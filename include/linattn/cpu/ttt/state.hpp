@@ -26,19 +26,21 @@ struct ttt_state {
 
   explicit ttt_state(index_t D) : W(D, D), b(D), Aw(D, D), a(D), gam(D), bet(D), tail(D) {}
 
-  /// Loads head hv of sequence n (missing views: zero weights, empty mini-batch).
+  /// Loads head hv from entry n of the state views: the sequence, or its pool slot
+  /// (options::state_indices). Missing views or n < 0 (a padding slot): zero weights and bias,
+  /// empty mini-batch.
   template <class Inputs, class S>
   void load(const Inputs& in, const tensor_view<S, 4>& w_view, index_t n, index_t hv) {
     const index_t D = W.rows();
     load_state(w_view, n, hv, W);
     for (index_t j = 0; j < D; ++j) {
-      b(j) = in.initial_bias.given() ? static_cast<A>(in.initial_bias(n, hv, j)) : A(0);
+      b(j) = in.initial_bias.given() && n >= 0 ? static_cast<A>(in.initial_bias(n, hv, j)) : A(0);
       gam(j) = static_cast<A>(in.ln_weight(hv, j));
       bet(j) = static_cast<A>(in.ln_bias(hv, j));
     }
     const auto& c = in.initial_cache;
     tail.setZero();
-    if (!c.given()) {
+    if (!c.given() || n < 0) {
       Aw.setZero();
       a.setZero();
       pos = 0;
@@ -60,10 +62,12 @@ struct ttt_state {
     pos = 0;
   }
 
-  /// Stores head hv of sequence n. Without a cache view an unfinished mini-batch is folded
-  /// into the weights first (tau_pos = tau of its last token); this changes the state.
+  /// Stores head hv into entry n of the state views (n < 0: nothing). Without a cache view an
+  /// unfinished mini-batch is folded into the weights first (tau_pos = tau of its last token);
+  /// this changes the state.
   template <class Inputs, class S>
   void store(const Inputs& in, const tensor_view<S, 4>& w_view, index_t n, index_t hv, A tau_pos) {
+    if (n < 0) return;
     const index_t D = W.rows();
     const auto& c = in.final_cache;
     if (!c.given() && pos > 0) finish_mini_batch(tau_pos);
