@@ -5,7 +5,7 @@
 // named, and reject bad pools before writing anything.
 #include "support/catch.hpp"
 
-#include <linattn/linattn.hpp>
+#include "support/harness.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,7 @@ using la::index_t;
 
 namespace {
 
-enum class form { recurrent, chunkwise, parallel, decode };
+using harness::form;
 
 constexpr index_t H = 2, HV = 4, D = 8, MB = 4, P = 5;
 
@@ -138,16 +138,6 @@ std::vector<T> run(form f, const problem<T>& p, states<la::state_t<T>>& st, cons
   return out;
 }
 
-const char* name(form f) {
-  switch (f) {
-    case form::recurrent: return "recurrent";
-    case form::chunkwise: return "chunkwise";
-    case form::parallel: return "parallel";
-    case form::decode: return "decode";
-  }
-  return "?";
-}
-
 template <class T>
 void check_pool(form f, bool packed, int threads) {
   using A = la::state_t<T>;
@@ -162,7 +152,7 @@ void check_pool(form f, bool packed, int threads) {
   const std::vector<T> want = run<T>(f, p, plain, {}, threads);
   states<A> pool = before;
   const std::vector<T> got = run<T>(f, p, pool, slots, threads);
-  INFO(name(f) << (packed ? ", packed" : ", batch rows") << ", threads " << threads);
+  INFO(harness::name(f) << (packed ? ", packed" : ", batch rows") << ", threads " << threads);
   REQUIRE(std::none_of(want.begin(), want.end(), [](T x) { return std::isnan(double(x)); }));
   // The same path on the same values: bit for bit. A decode row without a slot starts from
   // zero at every step (nothing is written back), so only its first token matches the plain
@@ -185,7 +175,7 @@ void check_pool(form f, bool packed, int threads) {
 
 TEMPLATE_TEST_CASE("state pool: TTT-Linear reads and writes weights, bias and cache at state_indices",
                    "[ttt][serving][pool]", float, double) {
-  for (form f : {form::recurrent, form::chunkwise, form::parallel, form::decode})
+  for (form f : harness::all_forms)
     for (bool packed : {false, true})
       if (!(f == form::decode && packed))  // decode takes one token per batch row
         for (int threads : {1, 3}) check_pool<TestType>(f, packed, threads);
