@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Recurrent vs parallel vs chunkwise forms of the rules (Hebbian, ScalarDecay, VectorDecay,
-/// Delta, GatedDelta, Longhorn, LonghornDiagonal, NLMS, KDA, RWKV7, mLSTM, Mamba, and DeltaProduct /
+/// Delta, GatedDelta, Longhorn, LonghornDiagonal, NLMS, KDA, RWKV7, mLSTM, Mamba, RLS, and DeltaProduct /
 /// GatedDeltaProduct with n_h = product_steps) on float inputs, next to a 1024^3 fp32 Eigen GEMM so that GFLOP/s can be
 /// compared within one run. Modes (flags read before Google Benchmark sees the rest):
 ///
@@ -33,7 +33,7 @@ namespace {
 using namespace linattn::bench;
 
 /// Kinds of rules by their cost model.
-enum class kind { additive, delta, softmax, selective_scan };
+enum class kind { additive, delta, softmax, selective_scan, rls };
 
 template <class Rule>
 constexpr kind kind_of() {
@@ -43,6 +43,7 @@ constexpr kind kind_of() {
     return kind::delta;
   else if constexpr (std::is_same_v<typename Rule::family, linattn::softmax_family>) return kind::softmax;
   else if constexpr (std::is_same_v<typename Rule::family, linattn::selective_scan_family>) return kind::selective_scan;
+  else if constexpr (std::is_same_v<typename Rule::family, linattn::rls_family>) return kind::rls;
   else return kind::additive;
 }
 
@@ -67,6 +68,9 @@ constexpr bool decays() {
 /// Selective scan (Mamba), per state element and token: Delta A, the decay, the write and the
 /// output term: recurrent and chunkwise 5 L K V (plus L K V exponentials); parallel
 /// 5 L^2 K V / 2 (every pair s <= t).
+/// RLS, every form: the Sherman-Morrison recurrence's 4 L K^2 + 6 L K V (P k, the rank-one
+/// update of P, the prediction error, the state update and the output); the chunkwise form's
+/// Cholesky and triangular solves and the parallel form's L K^3 are overhead, not counted.
 /// Exponentials are not counted.
 double useful_flops(form f, kind r, bool decays, const shape& s, index_t steps = 1) {
   const double L = double(s.T * steps), K = double(s.K), V = double(s.V);
@@ -75,6 +79,7 @@ double useful_flops(form f, kind r, bool decays, const shape& s, index_t steps =
   double per_head = 0;
   if (r == kind::softmax) return L * L * (K + V) * double(s.B * s.H);
   if (r == kind::selective_scan) return (f == form::parallel ? 2.5 * L : 5.0) * L * K * V * double(s.B * s.H);
+  if (r == kind::rls) return (4 * K * K + 6 * K * V) * L * double(s.B * s.H);
   switch (f) {
     case form::recurrent: per_head = ((delta_family ? 6 : 4) + (decays ? 1 : 0)) * L * K * V; break;
     case form::chunkwise:
@@ -164,7 +169,8 @@ typename Rule::template inputs<float> make_inputs(const input_data& d) {
   if constexpr (std::is_same_v<Rule, la::Hebbian> || std::is_same_v<Rule, la::SoftmaxAttention> ||
                 std::is_same_v<Rule, la::NLMS>)
     return {.q = q, .k = k, .v = v};
-  else if constexpr (std::is_same_v<Rule, la::ScalarDecay>) return {.q = q, .k = k, .v = v, .g = g};
+  else if constexpr (std::is_same_v<Rule, la::ScalarDecay> || std::is_same_v<Rule, la::RLS>)
+    return {.q = q, .k = k, .v = v, .g = g};  // RLS: forgetting factor exp(g) ~ 0.99, ridge 1
   else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = g_vec};
   else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
@@ -214,15 +220,43 @@ void add_row(const std::string& name, const row_info& info) {
   order().push_back(name);
 }
 
-template <class Rule>
-void bench_form(benchmark::State& state, form f, const shape& s, double flops) {
-  input_data& d = inputs_for(s);
-  const auto in = make_inputs<Rule>(d);
-  const auto out = la::view(d.out.data(), s.B, s.T, s.H, s.V);  // [B, T, H, V]
+/// The element types a row runs in: float, or 16-bit q, k, v (bfloat16) with the gates and
+/// betas in bfloat16 too or in float (fla's mixed precision); the state is float in all three.
+enum class precision { f32, bf16, bf16_f32_gates };
+
+inline const char* precision_suffix(precision p) {
+  return p == precision::f32 ? "" : p == precision::bf16 ? ":bf16" : ":bf16+f32g";
+}
+
+/// GatedDelta's inputs in bfloat16 (q, k, v; g and beta in bfloat16 or float), rounded from
+/// the float inputs of the same size; out in bfloat16.
+struct gated_delta_16 {
+  using X = Eigen::bfloat16;
+  std::vector<X> q, k, v, g, beta, out;
+  explicit gated_delta_16(const input_data& d) {
+    const auto round = [](const std::vector<float>& x) { return std::vector<X>(x.begin(), x.end()); };
+    q = round(d.q), k = round(d.k), v = round(d.v), g = round(d.g_scalar), beta = round(d.beta);
+    out.assign(d.out.size(), X(0.0f));
+  }
+  la::GatedDelta::inputs<X> inputs(const input_data& d, bool float_gates) const {
+    const shape& s = d.s;
+    using coefficients = la::coefficient_view<X, 3>;
+    const auto gates = [&](const std::vector<X>& x16, const std::vector<float>& x32) {
+      return float_gates ? coefficients(la::view(x32.data(), s.B, s.T, s.H)) : coefficients(la::view(x16.data(), s.B, s.T, s.H));
+    };
+    return {.q = la::view(q.data(), s.B, s.T, s.H, s.K), .k = la::view(k.data(), s.B, s.T, s.H, s.K),
+            .v = la::view(v.data(), s.B, s.T, s.H, s.V), .g = gates(g, d.g_scalar), .beta = gates(beta, d.beta)};
+  }
+};
+
+/// Times one call: every output written and finite, or the row reports an error.
+template <class Rule, class In, class E>
+void time_form(benchmark::State& state, form f, const shape& s, double flops, const In& in, std::vector<E>& out_data) {
+  const auto out = la::view(out_data.data(), s.B, s.T, s.H, s.V);  // [B, T, H, V]
   la::options<float> opt;
   opt.chunk_size = s.C;
   opt.threads = s.threads;
-  std::fill(d.out.begin(), d.out.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(out_data.begin(), out_data.end(), E(std::numeric_limits<float>::quiet_NaN()));
   bool failed = false;
   for (auto _ : state) {
     try {
@@ -232,16 +266,29 @@ void bench_form(benchmark::State& state, form f, const shape& s, double flops) {
       failed = true;
       break;
     }
-    benchmark::DoNotOptimize(d.out.data());
+    benchmark::DoNotOptimize(out_data.data());
     benchmark::ClobberMemory();
   }
   if (failed) return;
   // Every output must be written and finite, or the timing means nothing.
-  if (!all_finite(d.out)) {
+  if (!std::all_of(out_data.begin(), out_data.end(), [](E x) { return std::isfinite(static_cast<float>(x)); })) {
     state.SkipWithError("non-finite or unwritten output");
     return;
   }
   set_counters(state, double(s.B * s.T), flops);
+}
+
+template <class Rule>
+void bench_form(benchmark::State& state, form f, const shape& s, double flops, precision p) {
+  input_data& d = inputs_for(s);
+  if constexpr (std::is_same_v<Rule, la::GatedDelta>) {
+    if (p != precision::f32) {
+      gated_delta_16 x(d);
+      time_form<Rule>(state, f, s, flops, x.inputs(d, p == precision::bf16_f32_gates), x.out);
+      return;
+    }
+  }
+  time_form<Rule>(state, f, s, flops, make_inputs<Rule>(d), d.out);
 }
 
 // ---- decode -------------------------------------------------------------------------------
@@ -381,16 +428,18 @@ void apply(benchmark::internal::Benchmark* b, const run_settings& r, bool real_t
         ->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
+/// (`p`: bfloat16 rows exist for GatedDelta; their rule name carries the precision.)
 template <class Rule>
-void add_form(form f, const shape& s, const run_settings& r) {
-  std::string name = std::string(Rule::name) + "/" + form_name(f) + "/T:" + std::to_string(s.T) +
+void add_form(form f, const shape& s, const run_settings& r, precision p = precision::f32) {
+  const std::string rule = std::string(Rule::name) + precision_suffix(p);
+  std::string name = rule + "/" + form_name(f) + "/T:" + std::to_string(s.T) +
                      "/H:" + std::to_string(s.H) + "/K:" + std::to_string(s.K);
   if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
   name += "/threads:" + std::to_string(s.threads);
   const double flops = useful_flops(f, kind_of<Rule>(), decays<Rule>(), s, steps_of<Rule>());
   const bool wall = r.wall || s.threads > 1;
-  add_row(name, row_info{Rule::name, f, s, flops, wall});
-  const auto run = [f, s, flops](benchmark::State& st) { bench_form<Rule>(st, f, s, flops); };
+  add_row(name, row_info{rule, f, s, flops, wall});
+  const auto run = [f, s, flops, p](benchmark::State& st) { bench_form<Rule>(st, f, s, flops, p); };
   apply(benchmark::RegisterBenchmark(name.c_str(), run), r, wall);
 }
 
@@ -439,17 +488,22 @@ enum class mode { main_job, sweep, delta, threads, decode, smoke };
 void register_all(mode m) {
   using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA, la::mLSTM;
   using la::RWKV7;
-  using la::LonghornDiagonal, la::DeltaProduct, la::GatedDeltaProduct, la::Mamba;
+  using la::LonghornDiagonal, la::DeltaProduct, la::GatedDeltaProduct, la::Mamba, la::RLS;
   if (m == mode::main_job) {
     // Parallel is the expensive one (quadratic): one thread only; the rest also at 2 threads.
-    // (TTT-Linear has its own executable, linattn_bench_ttt; RLS's state is [K, V + K].)
+    // (TTT-Linear has its own executable, linattn_bench_ttt.)
     const run_settings r{0, 0, 5};
     add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
+    // 16-bit inputs (float state): bfloat16 q, k, v with g and beta in bfloat16 or in float.
+    for (precision p : {precision::bf16, precision::bf16_f32_gates})
+      for (form f : {form::recurrent, form::chunkwise}) add_form<GatedDelta>(f, shape{1, 4096, 8, 128, 128, 64}, r, p);
     add_rules<Delta, Longhorn, LonghornDiagonal, NLMS, KDA, RWKV7, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
     // n_h = 2: the parallel form would be one 8192-sub-step system per head (O(L^2) memory).
     add_rules<DeltaProduct, GatedDeltaProduct>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
     // Mamba: the T x T form costs T^2 K V / 2 exponentials per head (1.1e12 here): not run.
     add_rules<Mamba>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
+    // RLS (state [K, V + K]): the parallel form is one K x K Cholesky per token, O(L K^3): not run.
+    add_rules<RLS>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
     add_row("Mamba_exps_only", row_info{"", form::recurrent, shape{}, 0});
     apply(benchmark::RegisterBenchmark("Mamba_exps_only", bench_scan_exps), r, false);
     add_softmax(shape{1, 4096, 8, 128, 128, 64}, {64, 128}, {1, 2}, false, r);
@@ -520,7 +574,9 @@ void register_all(mode m) {
   } else {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
     add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, LonghornDiagonal, KDA, RWKV7, mLSTM, Mamba,
-              DeltaProduct, GatedDeltaProduct>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
+              DeltaProduct, GatedDeltaProduct, RLS>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
+    for (precision p : {precision::bf16, precision::bf16_f32_gates})
+      for (form f : {form::recurrent, form::chunkwise}) add_form<GatedDelta>(f, shape{2, 72, 2, 16, 24, 16}, {0, 2, 0}, p);
     add_softmax(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});
   }
@@ -574,7 +630,7 @@ class summary_reporter : public median_reporter {
     line("%%GEMM = the row's useful GFLOP/s (the FLOPs its rule needs, docs/math.md#costs) as a share of one"
          " core's Eigen 1024^3 GEMM in this run; above 100 when a threads:2 row uses two cores, or when the"
          " chunk products (no operand packing) beat Eigen's GEMM.");
-    line("%-16s %-10s %6s %4s %4s %8s %10s %11s %8s %8s %8s %6s", "rule", "form", "T", "H", "C", "threads", "ms",
+    line("%-20s %-10s %6s %4s %4s %8s %10s %11s %8s %8s %8s %6s", "rule", "form", "T", "H", "C", "threads", "ms",
          "tokens/s", "GFLOP/s", "vs rec", "vs smax", "%GEMM");
     for (const std::string& name : order()) {
       const row_info& i = registry().at(name);
@@ -585,12 +641,12 @@ class summary_reporter : public median_reporter {
       const std::string vs_rec = rec > 0 ? fixed(rec / t, "%.2fx") : "-";
       const std::string vs_smax = smax > 0 ? fixed(smax / t, "%.2fx") : "-";
       const std::string of_gemm = gemm > 0 ? fixed(100 * gflops(name) / gemm, "%.0f") : "-";
-      line("%-16s %-10s %6td %4td %4s %8d %10.2f %11.0f %8.2f %8s %8s %6s", i.rule.c_str(), form_name(i.f), i.s.T,
+      line("%-20s %-10s %6td %4td %4s %8d %10.2f %11.0f %8.2f %8s %8s %6s", i.rule.c_str(), form_name(i.f), i.s.T,
            i.s.H, c.c_str(), i.s.threads, t * 1e3, double(i.s.B * i.s.T) / t, gflops(name), vs_rec.c_str(),
            vs_smax.c_str(), of_gemm.c_str());
     }
     if (gemm > 0)
-      line("%-16s %-10s %6s %4s %4s %8d %10.2f %11s %8.2f %8s %8s %6s", "gemm_1024", "eigen", "-", "-", "-", 1,
+      line("%-20s %-10s %6s %4s %4s %8d %10.2f %11s %8.2f %8s %8s %6s", "gemm_1024", "eigen", "-", "-", "-", 1,
            seconds("gemm_1024") * 1e3, "-", gemm, "-", "-", "100");
     print_scaling();
     print_verdicts();
@@ -621,7 +677,7 @@ class summary_reporter : public median_reporter {
       std::string margins;
       for (const auto& [f, t] : best)
         if (f != win->first) margins += (margins.empty() ? "" : ", ") + fixed(t / win->second, "%.2fx") + " faster than " + form_name(f);
-      line("  %-34s %-10s %s", key.c_str(), form_name(win->first), margins.empty() ? "(only form)" : margins.c_str());
+      line("  %-38s %-10s %s", key.c_str(), form_name(win->first), margins.empty() ? "(only form)" : margins.c_str());
     }
   }
 
@@ -638,12 +694,12 @@ class summary_reporter : public median_reporter {
       if (!header) {
         line("\nThread scaling (%s; x = one-thread time / this row's time)",
              registry().at(one).real_time ? "wall time" : "one thread: CPU time, more: wall time");
-        line("%-16s %-10s %6s %4s %4s %8s %10s %10s %9s %10s %10s %9s", "rule", "form", "T", "H", "C", "threads",
+        line("%-20s %-10s %6s %4s %4s %8s %10s %10s %9s %10s %10s %9s", "rule", "form", "T", "H", "C", "threads",
              "1 thr ms", "n thr ms", "x median", "1 thr best", "n thr best", "x best");
         header = true;
       }
       const std::string c = i.f == form::chunkwise ? std::to_string(i.s.C) : "-";
-      line("%-16s %-10s %6td %4td %4s %8d %10.2f %10.2f %8.2fx %10.2f %10.2f %8.2fx", i.rule.c_str(), form_name(i.f),
+      line("%-20s %-10s %6td %4td %4s %8d %10.2f %10.2f %8.2fx %10.2f %10.2f %8.2fx", i.rule.c_str(), form_name(i.f),
            i.s.T, i.s.H, c.c_str(), i.s.threads, seconds(one) * 1e3, seconds(name) * 1e3, seconds(one) / seconds(name),
            fastest(one) * 1e3, fastest(name) * 1e3, fastest(one) / fastest(name));
     }

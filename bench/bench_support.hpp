@@ -48,9 +48,9 @@ struct shape {
   index_t b = 16;
 };
 
-/// Calls the form f of Rule.
-template <class Rule, class Out>
-void run_form(form f, const typename Rule::template inputs<float>& in, const Out& out, const la::options<float>& opt) {
+/// Calls the form f of Rule (`in`: the rule's inputs of any element type).
+template <class Rule, class In, class Out>
+void run_form(form f, const In& in, const Out& out, const la::options<float>& opt) {
   switch (f) {
     case form::recurrent: la::recurrent_forward<Rule>(in, out, opt); break;
     case form::parallel: la::parallel_forward<Rule>(in, out, opt); break;

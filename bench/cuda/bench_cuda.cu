@@ -122,34 +122,53 @@ double copy_bandwidth(int reps) {
 
 using E = __nv_bfloat16;
 
-/// Random GatedDelta inputs (bf16, K = V = D, HV = H), an output and an fp32 state, on the
-/// device for as long as the object lives.
+/// A per-token coefficient (g, beta) or its gradient [B, T, H] on the device, in bf16 or, for
+/// fla's mixed precision, fp32; as the rule's coefficient view.
+template <class View>
+View coefficients(void* p, bool fp32, int B, int T, int H) {
+  if (fp32) return View(la::view(static_cast<float*>(p), B, T, H));
+  return View(la::view(static_cast<E*>(p), B, T, H));
+}
+
+/// Random GatedDelta inputs (bf16 q, k, v; g and beta in bf16 or, `fp32_gates`, fp32; K = V = D,
+/// HV = H), an output and an fp32 state, on the device for as long as the object lives.
 struct gated_delta_buffers {
   int B, T, H, D;
   index_t qk, tok;
-  E *q, *k, *v, *g, *beta, *o = nullptr;
+  bool fp32_gates;
+  E *q, *k, *v, *o = nullptr;
+  void *g, *beta;
   float* state;
 
-  gated_delta_buffers(int B_, int T_, int H_, int D_, unsigned seed)
-      : B(B_), T(T_), H(H_), D(D_), qk(index_t(B_) * T_ * H_ * D_), tok(index_t(B_) * T_ * H_) {
+  gated_delta_buffers(int B_, int T_, int H_, int D_, unsigned seed, bool fp32_gates_ = false)
+      : B(B_), T(T_), H(H_), D(D_), qk(index_t(B_) * T_ * H_ * D_), tok(index_t(B_) * T_ * H_), fp32_gates(fp32_gates_) {
     q = device_random<E>(qk, seed, fill_kind::normal);
     k = device_random<E>(qk, seed + 1, fill_kind::normal);
     normalise_rows<<<unsigned((tok + 7) / 8), 256>>>(k, tok, D);
     v = device_random<E>(qk, seed + 2, fill_kind::normal);
-    g = device_random<E>(tok, seed + 3, fill_kind::log_gate);
-    beta = device_random<E>(tok, seed + 4, fill_kind::beta);
+    if (fp32_gates) {
+      g = device_random<float>(tok, seed + 3, fill_kind::log_gate);
+      beta = device_random<float>(tok, seed + 4, fill_kind::beta);
+    } else {
+      g = device_random<E>(tok, seed + 3, fill_kind::log_gate);
+      beta = device_random<E>(tok, seed + 4, fill_kind::beta);
+    }
     state = device_random<float>(index_t(B) * H * D * D, seed + 5, fill_kind::normal);
     ok(cudaMalloc(&o, std::size_t(qk) * sizeof(E)), "cudaMalloc");
   }
+  /// Bytes of one per-token coefficient element.
+  std::size_t coefficient_bytes() const { return fp32_gates ? sizeof(float) : sizeof(E); }
+  const char* precision() const { return fp32_gates ? "bf16+fp32 g,beta " : "bf16 "; }
   gated_delta_buffers(const gated_delta_buffers&) = delete;
   gated_delta_buffers& operator=(const gated_delta_buffers&) = delete;
   ~gated_delta_buffers() {
     for (void* p : {(void*)q, (void*)k, (void*)v, (void*)g, (void*)beta, (void*)o, (void*)state}) cudaFree(p);
   }
   la::GatedDelta::inputs<E> inputs() const {
+    using view_t = la::coefficient_view<E, 3>;
     return {.q = la::view<const E>(q, B, T, H, D), .k = la::view<const E>(k, B, T, H, D),
-            .v = la::view<const E>(v, B, T, H, D), .g = la::view<const E>(g, B, T, H),
-            .beta = la::view<const E>(beta, B, T, H)};
+            .v = la::view<const E>(v, B, T, H, D), .g = coefficients<view_t>(g, fp32_gates, B, T, H),
+            .beta = coefficients<view_t>(beta, fp32_gates, B, T, H)};
   }
   la::tensor_view<E, 4> out() const { return la::view(o, B, T, H, D); }
   la::tensor_view<float, 4> states() const { return la::view(state, B, H, D, D); }
@@ -159,8 +178,8 @@ struct gated_delta_buffers {
 /// GatedDelta chunkwise (or recurrent) forward with the final state written (no initial
 /// state), as fla's chunk_gated_delta_rule with output_final_state=True; `every` > 0: also
 /// the checkpoints every `every` tokens (prefix caching), the same call otherwise.
-row forward(const char* form, int B, int T, int H, int D, int reps, double bw, int every = 0) {
-  const gated_delta_buffers x(B, T, H, D, 1);
+row forward(const char* form, int B, int T, int H, int D, int reps, double bw, int every = 0, bool fp32_gates = false) {
+  const gated_delta_buffers x(B, T, H, D, 1, fp32_gates);
   const auto in = x.inputs();
   la::options<float> opt;
   opt.final_state = x.states();
@@ -178,24 +197,28 @@ row forward(const char* form, int B, int T, int H, int D, int reps, double bw, i
   }, reps);
   cudaFree(cp);
   // memory floor: read q, k, v, g, beta once, write o, the final state and the checkpoints once
-  const double bytes = double(x.qk) * 4 * sizeof(E) + double(x.tok) * 2 * sizeof(E) + x.state_bytes() + double(B * J * per) * 4;
-  return {std::string("GatedDelta bf16 ") + form + (every > 0 ? ", checkpoints/" + std::to_string(every) : ""), B, T, H, D, ms,
-          bytes / bw * 1e3};
+  const double bytes = double(x.qk) * 4 * sizeof(E) + double(x.tok) * 2 * x.coefficient_bytes() + x.state_bytes() +
+                       double(B * J * per) * 4;
+  return {std::string("GatedDelta ") + x.precision() + form + (every > 0 ? ", checkpoints/" + std::to_string(every) : ""),
+          B, T, H, D, ms, bytes / bw * 1e3};
 }
 
 /// GatedDelta chunkwise backward (bf16, no initial state, no final-state gradient), as fla's
 /// chunk_gated_delta_rule backward after a forward with output_final_state=True; with
 /// `with_forward`, the forward and the backward in one timed call (a training step's share).
-row backward(int B, int T, int H, int D, int reps, double bw, bool with_forward) {
-  const gated_delta_buffers x(B, T, H, D, 1);
+/// (`fp32_gates`: g, beta and their gradients in fp32, fla's mixed precision.)
+row backward(int B, int T, int H, int D, int reps, double bw, bool with_forward, bool fp32_gates = false) {
+  const gated_delta_buffers x(B, T, H, D, 1, fp32_gates);
   const auto in = x.inputs();
   E* dout = device_random<E>(x.qk, 21, fill_kind::normal);
-  E *dq, *dk, *dv, *dg, *db;
+  E *dq, *dk, *dv;
+  void *dg, *db;
   for (E** p : {&dq, &dk, &dv}) ok(cudaMalloc(p, std::size_t(x.qk) * sizeof(E)), "cudaMalloc");
-  for (E** p : {&dg, &db}) ok(cudaMalloc(p, std::size_t(x.tok) * sizeof(E)), "cudaMalloc");
+  for (void** p : {&dg, &db}) ok(cudaMalloc(p, std::size_t(x.tok) * x.coefficient_bytes()), "cudaMalloc");
+  using grad_t = la::coefficient_gradient_view<E, 3>;
   la::GatedDelta::gradients<E> gr{.dq = la::view(dq, B, T, H, D), .dk = la::view(dk, B, T, H, D),
-                                  .dv = la::view(dv, B, T, H, D), .dg = la::view(dg, B, T, H),
-                                  .dbeta = la::view(db, B, T, H)};
+                                  .dv = la::view(dv, B, T, H, D), .dg = coefficients<grad_t>(dg, fp32_gates, B, T, H),
+                                  .dbeta = coefficients<grad_t>(db, fp32_gates, B, T, H)};
   la::options<float> fwd;
   fwd.final_state = x.states();
   const la::tensor_view<const E, 4> grad_out = la::view<const E>(dout, B, T, H, D);
@@ -205,8 +228,9 @@ row backward(int B, int T, int H, int D, int reps, double bw, bool with_forward)
   }, reps);
   for (void* p : {(void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)dg, (void*)db}) cudaFree(p);
   // memory floor: read q, k, v, g, beta, dO once, write their gradients once
-  const double bytes = double(x.qk) * 7 * sizeof(E) + double(x.tok) * 4 * sizeof(E);
-  return {std::string("GatedDelta bf16 ") + (with_forward ? "fwd+bwd" : "backward"), B, T, H, D, ms, bytes / bw * 1e3};
+  const double bytes = double(x.qk) * 7 * sizeof(E) + double(x.tok) * 4 * x.coefficient_bytes();
+  return {std::string("GatedDelta ") + x.precision() + (with_forward ? "fwd+bwd" : "backward"), B, T, H, D, ms,
+          bytes / bw * 1e3};
 }
 
 /// One decode step of GatedDelta (bf16 inputs, fp32 state in place) for B sequences.
@@ -293,6 +317,9 @@ int main(int argc, char** argv) {
   for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 1024));
   for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, false));
   for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true));
+  // fla's mixed precision: bf16 q, k, v with fp32 g and beta (and fp32 dg, dbeta), no conversion pass
+  for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 0, true));
+  for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true, true));
   rows.push_back(forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw));
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
@@ -312,6 +339,16 @@ int main(int argc, char** argv) {
     for (const auto& d : rows)
       if (d.name == "GatedDelta bf16 chunkwise" && d.B == r.B && d.T == r.T && d.H == r.H)
         std::printf("%-44s %6d %6d %4d %10.3f\n", (r.name + " / plain").c_str(), r.B, r.T, r.H, r.ms / d.ms);
+  }
+  // Mixed precision: fp32 g and beta against the all-bf16 call of the same shape.
+  std::printf("\n%-44s %6s %6s %4s %10s\n", "ratio (same shape)", "B", "T", "H", "x bf16");
+  for (const auto& r : rows) {
+    if (r.name.find("fp32 g,beta") == std::string::npos) continue;
+    std::string plain = r.name;
+    plain.replace(plain.find("bf16+fp32 g,beta"), std::string("bf16+fp32 g,beta").size(), "bf16");
+    for (const auto& d : rows)
+      if (d.name == plain && d.B == r.B && d.T == r.T && d.H == r.H)
+        std::printf("%-44s %6d %6d %4d %10.3f\n", (r.name + " / bf16").c_str(), r.B, r.T, r.H, r.ms / d.ms);
   }
   // Serving ratios: the speculative calls against one decode step through the pool, per B.
   std::printf("\n%-44s %6s %10s\n", "ratio (same B)", "B", "x decode");

@@ -16,13 +16,15 @@ template <class Rule, class E>
 backward_outcome run_backward_typed(const ref::problem& p, const std::vector<double>& dout_values,
                                     const std::vector<double>& ds1_values, const config& c) {
   const auto& d = p.d;
-  device_problem<Rule, E> dp(p, c.head_first);
+  device_problem<Rule, E> dp(p, c.head_first, c.float_coefficients);
   device_tensor<E> dout({d.B, d.T, d.HV, d.V}, c.head_first);
   dout.set(dout_values);
   device_tensor<E> dq({d.B, d.T, d.H, d.K}, c.head_first), dk({d.B, d.T, d.H, d.K}, c.head_first);
   device_tensor<E> dv({d.B, d.T, d.HV, d.V}, c.head_first);
   const std::size_t per_token = std::size_t(d.B) * d.T * d.HV;
-  device_memory dg(per_token * sizeof(E)), dbeta(per_token * sizeof(E));
+  // dg, dbeta: in E, or in float under mixed precision
+  const std::size_t coefficient_bytes = c.float_coefficients ? sizeof(float) : sizeof(E);
+  device_memory dg(per_token * coefficient_bytes), dbeta(per_token * coefficient_bytes);
   const index_t N = p.sequences();
   const std::size_t state_elems = std::size_t(N) * d.HV * d.K * d.V;
   device_memory s0(state_elems * sizeof(float)), ds1(state_elems * sizeof(float)), ds0(state_elems * sizeof(float));
@@ -42,7 +44,11 @@ backward_outcome run_backward_typed(const ref::problem& p, const std::vector<dou
   const call_seqlens cu(p, c.cu_on_device, opt);
   la::gradients_t<Rule, E> gr{};
   gr.dq = dq.view, gr.dk = dk.view, gr.dv = dv.view;
-  const auto per_token_view = [&](device_memory& m) { return la::view(m.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV)); };
+  const auto per_token_view = [&](device_memory& m) {
+    using view_t = la::coefficient_gradient_view<E, 3>;
+    if (c.float_coefficients) return view_t(la::view(m.as<float>(), index_t(d.B), index_t(d.T), index_t(d.HV)));
+    return view_t(la::view(m.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV)));
+  };
   if constexpr (requires { gr.dg; }) gr.dg = per_token_view(dg);
   if constexpr (requires { gr.dbeta; }) gr.dbeta = per_token_view(dbeta);
   if constexpr (requires { gr.ddelta; }) gr.ddelta = per_token_view(dbeta);
@@ -52,6 +58,7 @@ backward_outcome run_backward_typed(const ref::problem& p, const std::vector<dou
   backward_outcome r;
   r.dq = dq.get(), r.dk = dk.get(), r.dv = dv.get();
   const auto per_token_values = [&](device_memory& m) {
+    if (c.float_coefficients) return read_floats(m);
     std::vector<E> host(per_token);
     ok(cudaMemcpy(host.data(), m.as<E>(), per_token * sizeof(E), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
     std::vector<double> x(per_token);

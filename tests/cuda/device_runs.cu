@@ -28,12 +28,11 @@ bool device_present(std::string& why) {
   return true;
 }
 
-void round_inputs(ref::problem& p, dtype t) {
-  auto round_all = [&](std::vector<double>& x) {
-    for (auto& e : x)
-      e = t == dtype::f32 ? round_to<float>(e) : t == dtype::f16 ? round_to<__half>(e) : round_to<__nv_bfloat16>(e);
-  };
-  round_all(p.q), round_all(p.k), round_all(p.v), round_all(p.g), round_all(p.beta);
+void round_inputs(ref::problem& p, dtype t, bool float_coefficients) {
+  auto round_all = [&](std::vector<double>& x) { round_values(x, t); };
+  round_all(p.q), round_all(p.k), round_all(p.v);
+  if (float_coefficients) round_values(p.g, dtype::f32), round_values(p.beta, dtype::f32);
+  else round_all(p.g), round_all(p.beta);
   for (auto& e : p.s0) e = double(float(e));  // the state is fp32 on the device
 }
 

@@ -115,17 +115,37 @@ la::tensor_view<E, R> tokens(const la::tensor_view<E, R>& v, index_t t0, index_t
   return la::tensor_view<E, R>(v.data() + t0 * v.stride(1), e, v.strides());
 }
 
+/// The same for a coefficient view of either element type.
+template <class N, class W, int R>
+la::either_view<N, W, R> tokens(const la::either_view<N, W, R>& v, index_t t0, index_t n) {
+  if (v.wide()) return tokens(la::tensor_view<W, R>(static_cast<W*>(v.data()), v.extents(), v.strides()), t0, n);
+  return tokens(la::tensor_view<N, R>(static_cast<N*>(v.data()), v.extents(), v.strides()), t0, n);
+}
+
 /// One token of a [B, T, ...] view: [B, 1, ...].
 template <class E, int R>
 la::tensor_view<E, R> token(const la::tensor_view<E, R>& v, index_t t) { return tokens(v, t, 1); }
 
+/// Gates or betas on the device in the input type E or, for mixed precision, in float.
+template <class E>
+struct device_coefficients {
+  std::optional<device_scalars<E>> narrow;
+  std::optional<device_scalars<float>> wide;
+  /// Copies x to the device and returns the rule's coefficient view of it.
+  auto set(const std::vector<double>& x, const ref::dims& d, bool in_float) {
+    using view_t = la::coefficient_view<E, 3>;
+    if (in_float) return view_t(wide.emplace(x, d.B, d.T, d.HV).view);
+    return view_t(narrow.emplace(x, d.B, d.T, d.HV).view);
+  }
+};
+
 template <class Rule, class E>
 struct device_problem {
   device_tensor<E> q, k, v;
-  std::optional<device_scalars<E>> g, beta;
+  device_coefficients<E> g, beta;
   typename Rule::template inputs<E> in{};
 
-  device_problem(const ref::problem& p, bool head_first)
+  device_problem(const ref::problem& p, bool head_first, bool float_coefficients = false)
       : q({p.d.B, p.d.T, p.d.H, p.d.K}, head_first),
         k({p.d.B, p.d.T, p.d.H, p.d.K}, head_first),
         v({p.d.B, p.d.T, p.d.HV, p.d.V}, head_first) {
@@ -135,18 +155,9 @@ struct device_problem {
     in.q = q.view;
     in.k = k.view;
     in.v = v.view;
-    if constexpr (requires { in.g; }) {
-      g.emplace(p.g, p.d.B, p.d.T, p.d.HV);
-      in.g = g->view;
-    }
-    if constexpr (requires { in.beta; }) {
-      beta.emplace(p.beta, p.d.B, p.d.T, p.d.HV);
-      in.beta = beta->view;
-    }
-    if constexpr (requires { in.delta; }) {
-      beta.emplace(p.beta, p.d.B, p.d.T, p.d.HV);
-      in.delta = beta->view;
-    }
+    if constexpr (requires { in.g; }) in.g = g.set(p.g, p.d, float_coefficients);
+    if constexpr (requires { in.beta; }) in.beta = beta.set(p.beta, p.d, float_coefficients);
+    if constexpr (requires { in.delta; }) in.delta = beta.set(p.beta, p.d, float_coefficients);
   }
 
   /// The same inputs restricted to tokens [t0, t0 + n).
@@ -196,7 +207,7 @@ struct call_seqlens {
 template <class Rule, class E>
 outcome run_typed(const ref::problem& p, form f, const config& c) {
   const auto& d = p.d;
-  device_problem<Rule, E> dp(p, c.head_first);
+  device_problem<Rule, E> dp(p, c.head_first, c.float_coefficients);
   device_tensor<E> out({d.B, d.T, d.HV, d.V}, c.head_first);
   const index_t N = p.sequences();
   const std::size_t state_elems = std::size_t(N) * d.HV * d.K * d.V;

@@ -30,6 +30,8 @@ struct config {
   bool through_pool = false; // states in a pool of N + 2 slots, sequence n in slot N + 1 - n
                              // (options::state_indices, the pool in place)
   bool slots_on_host = false;  // through_pool: state_indices in host memory (else device memory)
+  bool float_coefficients = false;  // gates, betas (and their gradients) in float whatever the
+                                    // input type: fla's mixed precision (bf16 q, k, v; fp32 g, beta)
 };
 
 struct outcome {
@@ -43,8 +45,8 @@ struct outcome {
 bool device_present(std::string& why);
 
 /// Rounds the problem's inputs (q, k, v, gates, beta) to `t`, so that the float64 reference
-/// sees exactly the values the device reads.
-void round_inputs(ref::problem& p, dtype t);
+/// sees exactly the values the device reads (gates and beta to float when `float_coefficients`).
+void round_inputs(ref::problem& p, dtype t, bool float_coefficients = false);
 
 /// Runs `Rule` in form `f` on the device. decode runs the problem's T tokens as T
 /// successive decode_step calls of one token each.

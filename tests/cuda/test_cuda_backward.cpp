@@ -60,7 +60,7 @@ template <class Rule>
 void check_backward(std::mt19937_64& rng, const backward_case& bc, dtype t, harness::gates g,
                     harness::steps st = harness::steps::usual) {
   auto p = harness::backward_problem<Rule>(rng, bc.d, g, bc.c.use_s0, bc.cu, st);
-  cuda_tests::round_inputs(p, t);
+  cuda_tests::round_inputs(p, t, bc.c.float_coefficients);
   auto s = harness::make_seeds(rng, p, bc.with_ds1);
   cuda_tests::round_values(s.dout, t);
   cuda_tests::round_values(s.ds1, dtype::f32);  // the state gradient is fp32 on the device
@@ -105,6 +105,18 @@ TEMPLATE_TEST_CASE("cuda chunkwise_backward with strong gates and large steps", 
     check_backward<TestType>(rng, bc, t, harness::gates::strong, harness::steps::large);
     check_backward<TestType>(rng, bc, t, harness::gates::weak, harness::steps::large);
   }
+}
+
+TEMPLATE_TEST_CASE("cuda chunkwise_backward with 16-bit q, k, v and float gates, betas and their gradients",
+                   "[cuda][backward][mixed]", la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(41);
+  const std::vector<backward_case> cases{
+      {"B2 T150 H2 HV4 K64 V128, float gates and betas", {2, 150, 2, 4, 64, 128}, {}, {.float_coefficients = true}},
+      {"packed 0,1,33,64,64,200,330 H1 HV3 K128 V64, head-first views, float gates and betas",
+       {1, 330, 1, 3, 128, 64}, {0, 1, 33, 64, 64, 200, 330}, {.head_first = true, .float_coefficients = true}},
+  };
+  for (dtype t : {dtype::f16, dtype::bf16})
+    for (const auto& bc : cases) check_backward<TestType>(rng, bc, t, harness::gates::strong, harness::steps::large);
 }
 
 TEST_CASE("cuda chunkwise_backward gives the same bits on every call", "[cuda][backward]") {

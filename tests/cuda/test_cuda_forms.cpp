@@ -64,7 +64,7 @@ void check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t
                              const std::function<void(ref::problem&)>& edit = {}) {
   auto p = harness::make_problem(rng, sc.d, harness::spec_of<Rule>(), g, true, sc.cu);
   if (edit) edit(p);
-  cuda_tests::round_inputs(p, t);
+  cuda_tests::round_inputs(p, t, sc.c.float_coefficients);
   auto ref_p = p;
   if (!sc.c.use_s0) ref_p.s0.clear();
   const auto want = ref::run(ref_p);
@@ -98,6 +98,24 @@ TEMPLATE_TEST_CASE("cuda decode_step token by token matches the float64 referenc
   std::mt19937_64 rng(7);
   const shape_case sc{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, sc, t, form::decode, harness::gates::mild);
+}
+
+TEMPLATE_TEST_CASE("cuda 16-bit q, k, v with float gates and betas (fla's mixed precision)", "[cuda][mixed]",
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(23);
+  const std::vector<shape_case> cases{
+      {"B2 T150 H2 HV4 K64 V128, float gates and betas", {2, 150, 2, 4, 64, 128}, {}, {.float_coefficients = true}},
+      {"packed 0,1,64,64,200,330 H1 HV3 K128 V64, head-first views, float gates and betas",
+       {1, 330, 1, 3, 128, 64}, {0, 1, 64, 64, 200, 330}, {.head_first = true, .float_coefficients = true}},
+      {"B20 T70 H2 HV8 K64 V64, wider grid, float gates and betas", {20, 70, 2, 8, 64, 64}, {}, {.float_coefficients = true}},
+  };
+  const shape_case steps{"B3 T5 H2 HV4 K128 V64, five decode steps, float gates and betas", {3, 5, 2, 4, 128, 64}, {},
+                         {.float_coefficients = true}};
+  for (dtype t : {dtype::f16, dtype::bf16}) {
+    for (form f : {form::recurrent, form::chunkwise})
+      for (const auto& sc : cases) check_against_reference<TestType>(rng, sc, t, f, harness::gates::strong);
+    check_against_reference<TestType>(rng, steps, t, form::decode, harness::gates::mild);
+  }
 }
 
 TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]", la::ScalarDecay, la::GatedDelta) {

@@ -88,16 +88,17 @@ struct bconfig {
   bool want_ds0 = true;
 };
 
-/// Runs one backward form of the library with scalar type T.
-template <class Rule, class T>
+/// Runs one backward form of the library with scalar type T (gates, betas and their gradients
+/// held as G: T, or float under 16-bit T).
+template <class Rule, class T, class G = T>
 gradients run_backward(bform f, const ref::problem& p, const seeds& s, const bconfig& c = {}) {
   using A = la::state_t<T>;
   const auto& d = p.d;
   const index_t N = p.sequences();
   buffer<T, 4> q({d.B, d.T, d.H, d.K}, c.lay, p.q), k({d.B, d.T, d.H, d.K}, c.lay, p.k);
   buffer<T, 4> v({d.B, d.T, d.HV, d.V}, c.lay, p.v), dout({d.B, d.T, d.HV, d.V}, c.lay, s.dout);
-  buffer<T, 3> g3({d.B, d.T, d.HV}, c.lay), b3({d.B, d.T, d.HV}, c.lay);
-  buffer<T, 4> g4({d.B, d.T, d.HV, d.K}, c.lay);
+  buffer<G, 3> g3({d.B, d.T, d.HV}, c.lay), b3({d.B, d.T, d.HV}, c.lay);
+  buffer<G, 4> g4({d.B, d.T, d.HV, d.K}, c.lay);
   if (p.kind == ref::decay::scalar) g3.set(p.g);
   if (p.kind == ref::decay::vector) g4.set(p.g);
   if (!p.beta.empty()) b3.set(p.beta);
@@ -106,8 +107,8 @@ gradients run_backward(bform f, const ref::problem& p, const seeds& s, const bco
   if (!s.ds1.empty()) ds1.set(s.ds1);
   // Gradient buffers stay NaN until written.
   buffer<T, 4> dq({d.B, d.T, d.H, d.K}, c.lay), dk({d.B, d.T, d.H, d.K}, c.lay), dv({d.B, d.T, d.HV, d.V}, c.lay);
-  buffer<T, 3> dg3({d.B, d.T, d.HV}, c.lay), db3({d.B, d.T, d.HV}, c.lay);
-  buffer<T, 4> dg4({d.B, d.T, d.HV, d.K}, c.lay);
+  buffer<G, 3> dg3({d.B, d.T, d.HV}, c.lay), db3({d.B, d.T, d.HV}, c.lay);
+  buffer<G, 4> dg4({d.B, d.T, d.HV, d.K}, c.lay);
 
   la::backward_options<A> opt;
   opt.chunk_size = c.chunk;
@@ -118,7 +119,7 @@ gradients run_backward(bform f, const ref::problem& p, const seeds& s, const bco
   std::vector<std::int64_t> cu = p.cu;
   if (!cu.empty()) opt.cu_seqlens = la::view(cu.data(), cu.size());
 
-  auto in = make_inputs<Rule, T>(q.view(), k.view(), v.view(), g3.view(), g4.view(), b3.view());
+  auto in = make_inputs<Rule, T, G>(q.view(), k.view(), v.view(), g3.view(), g4.view(), b3.view());
   la::gradients_t<Rule, T> gr{};
   gr.dq = dq.view(), gr.dk = dk.view(), gr.dv = dv.view();
   if constexpr (Rule::decay == la::decay_kind::scalar) gr.dg = dg3.view();

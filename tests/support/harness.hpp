@@ -245,11 +245,13 @@ struct config {
 };
 
 /// The library's inputs struct of `Rule` over the given views (g3: scalar gates, g4: vector
-/// gates, b3: beta or Longhorn's delta).
-template <class Rule, class T>
+/// gates, b3: beta or Longhorn's delta; their element type G is T or, for 16-bit T, float).
+template <class Rule, class T, class G = T>
 typename Rule::template inputs<T> make_inputs(la::tensor_view<const T, 4> q, la::tensor_view<const T, 4> k,
-                                              la::tensor_view<const T, 4> v, la::tensor_view<const T, 3> g3,
-                                              la::tensor_view<const T, 4> g4, la::tensor_view<const T, 3> b3) {
+                                              la::tensor_view<const T, 4> v,
+                                              std::type_identity_t<la::tensor_view<const G, 3>> g3,
+                                              std::type_identity_t<la::tensor_view<const G, 4>> g4,
+                                              std::type_identity_t<la::tensor_view<const G, 3>> b3) {
   if constexpr (std::is_same_v<Rule, la::Hebbian>) return {.q = q, .k = k, .v = v};
   else if constexpr (std::is_same_v<Rule, la::ScalarDecay>) return {.q = q, .k = k, .v = v, .g = g3};
   else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = g4};
@@ -269,17 +271,17 @@ struct outcome {
   bool padding_ok = true;
 };
 
-/// Runs one form of the library on p with scalar type T. `decode` runs T successive
-/// single-token decode steps on slices of the same buffers.
-template <class Rule, class T>
+/// Runs one form of the library on p with scalar type T (gates and betas held as G).
+/// `decode` runs T successive single-token decode steps on slices of the same buffers.
+template <class Rule, class T, class G = T>
 outcome run(form f, const ref::problem& p, const config& c = {}) {
   using A = la::state_t<T>;
   const auto& d = p.d;
   const index_t N = p.sequences();
   buffer<T, 4> q({d.B, d.T, d.H, d.K}, c.lay, p.q), k({d.B, d.T, d.H, d.K}, c.lay, p.k);
   buffer<T, 4> v({d.B, d.T, d.HV, d.V}, c.lay, p.v), out({d.B, d.T, d.HV, d.V}, c.lay);
-  buffer<T, 3> g3({d.B, d.T, d.HV}, c.lay), b3({d.B, d.T, d.HV}, c.lay);
-  buffer<T, 4> g4({d.B, d.T, d.HV, d.K}, c.lay);
+  buffer<G, 3> g3({d.B, d.T, d.HV}, c.lay), b3({d.B, d.T, d.HV}, c.lay);
+  buffer<G, 4> g4({d.B, d.T, d.HV, d.K}, c.lay);
   if (p.kind == ref::decay::scalar) g3.set(p.g);
   if (p.kind == ref::decay::vector) g4.set(p.g);
   if (!p.beta.empty()) b3.set(p.beta);
@@ -304,12 +306,12 @@ outcome run(form f, const ref::problem& p, const config& c = {}) {
   if (f == form::decode) {
     s1.set(has_s0 ? p.s0 : std::vector<double>(std::size_t(N) * d.HV * d.K * d.V, 0.0));
     for (index_t t = 0; t < d.T; ++t) {
-      auto in = make_inputs<Rule, T>(slice(q.view(), t, 1), slice(k.view(), t, 1), slice(v.view(), t, 1),
-                                     slice(g3.view(), t, 1), slice(g4.view(), t, 1), slice(b3.view(), t, 1));
+      auto in = make_inputs<Rule, T, G>(slice(q.view(), t, 1), slice(k.view(), t, 1), slice(v.view(), t, 1),
+                                        slice(g3.view(), t, 1), slice(g4.view(), t, 1), slice(b3.view(), t, 1));
       la::decode_step<Rule>(in, slice(out.view(), t, 1), s1.view(), opt);
     }
   } else {
-    auto in = make_inputs<Rule, T>(q.view(), k.view(), v.view(), g3.view(), g4.view(), b3.view());
+    auto in = make_inputs<Rule, T, G>(q.view(), k.view(), v.view(), g3.view(), g4.view(), b3.view());
     if (has_s0) opt.initial_state = s0.view();
     if (c.want_state) opt.final_state = s1.view();
     switch (f) {

@@ -33,6 +33,7 @@
 #include "serving_checks.hpp"
 #include "tensor_view.hpp"
 #include "view_checks.hpp"
+#include "coefficient_view.hpp"
 
 namespace linattn::detail {
 
@@ -117,13 +118,13 @@ class call_checker {
   // ---- hooks for Rule::check_inputs ----------------------------------------------------
 
   /// A per-token scalar input of shape [B, T, HV] (g, beta, delta, eta, ...).
-  void per_token(const char* name, const tensor_view<const T, 3>& x, value_range range) {
+  void per_token(const char* name, const coefficient_view<T, 3>& x, value_range range) {
     expect(name, x, std::array<index_t, 3>{p_.B, p_.T, p_.HV}, "[B, T, HV]");
     inputs_.push_back(region_of(name, x));
     scans_.push_back([this, name, x, range] { scan(name, x, range); });
   }
   /// A per-token, per-key input of shape [B, T, HV, K] (vector gates).
-  void per_key(const char* name, const tensor_view<const T, 4>& x, value_range range) {
+  void per_key(const char* name, const coefficient_view<T, 4>& x, value_range range) {
     expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
     inputs_.push_back(region_of(name, x));
     scans_.push_back([this, name, x, range] { scan(name, x, range); });
@@ -131,7 +132,7 @@ class call_checker {
 
   /// A per-token, per-channel input of shape [B, T, HV, V] (a selective scan's Delta, z);
   /// `required` false: a missing view passes.
-  void per_channel(const char* name, const tensor_view<const T, 4>& x, value_range range, bool required = true) {
+  void per_channel(const char* name, const coefficient_view<T, 4>& x, value_range range, bool required = true) {
     expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]", required);
     if (!x.given()) return;
     inputs_.push_back(region_of(name, x));
@@ -139,7 +140,7 @@ class call_checker {
   }
 
   /// A per-sub-step scalar input of shape [B, T, n_h, HV] (a Householder product's beta).
-  void per_step(const char* name, const tensor_view<const T, 4>& x, value_range range) {
+  void per_step(const char* name, const coefficient_view<T, 4>& x, value_range range) {
     expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.steps, p_.HV}, "[B, T, n_h, HV]");
     inputs_.push_back(region_of(name, x));
     scans_.push_back([this, name, x, range] { scan(name, x, range); });

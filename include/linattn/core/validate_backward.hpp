@@ -25,14 +25,14 @@ class gradient_checker {
   explicit gradient_checker(Checker& c) : c_(c) {}
 
   /// A gradient of a per-token input, `[B, T, HV]` (dg of a scalar gate, dbeta, ddelta).
-  template <class T>
-  void per_token(const char* name, const tensor_view<T, 3>& x) {
+  template <class X>
+  void per_token(const char* name, const X& x) {
     const problem& p = c_.sizes();
     output(name, x, std::array<index_t, 3>{p.B, p.T, p.HV}, "[B, T, HV]");
   }
   /// A gradient of a per-key input, `[B, T, HV, K]` (dg of a vector gate).
-  template <class T>
-  void per_key(const char* name, const tensor_view<T, 4>& x) {
+  template <class X>
+  void per_key(const char* name, const X& x) {
     const problem& p = c_.sizes();
     output(name, x, std::array<index_t, 4>{p.B, p.T, p.HV, p.K}, "[B, T, HV, K]");
   }

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 
+#include "coefficient_view.hpp"
 #include "options.hpp"
 #include "tensor_view.hpp"
 
@@ -27,8 +29,9 @@ std::string shape_string(const std::array<index_t, R>& e) {
 /// True when the view's element count and its address reach in bytes (sum of |stride| x
 /// (extent - 1), times the element size) fit the index type, so no index arithmetic on it can
 /// wrap around.
-template <class T, int R>
-bool fits_index(const tensor_view<T, R>& v) {
+template <class V>
+bool fits_index(const V& v, index_t element_bytes) {
+  constexpr int R = V::rank;
   index_t count = 1, reach = 0;
   for (int d = 0; d < R; ++d) {
     const index_t e = v.extent(d), st = v.stride(d) < 0 ? -v.stride(d) : v.stride(d);
@@ -38,7 +41,15 @@ bool fits_index(const tensor_view<T, R>& v) {
     if (e > 0 && (__builtin_mul_overflow(st, e - 1, &term) || __builtin_add_overflow(reach, term, &reach))) return false;
   }
   index_t bytes = 0;
-  return !__builtin_mul_overflow(reach + 1, static_cast<index_t>(sizeof(T)), &bytes);
+  return !__builtin_mul_overflow(reach + 1, element_bytes, &bytes);
+}
+template <class T, int R>
+bool fits_index(const tensor_view<T, R>& v) {
+  return fits_index(v, static_cast<index_t>(sizeof(T)));
+}
+template <class N, class W, int R>
+bool fits_index(const either_view<N, W, R>& v) {
+  return fits_index(v, v.element_bytes());
 }
 
 /// Byte addresses [lo, hi) touched by a view; empty (lo == hi) when it has no elements.
@@ -90,6 +101,13 @@ template <class T, int R>
 memory_region region_of(const char* name, const tensor_view<T, R>& v) {
   static_assert(R <= 5, "region_of: views of rank <= 5");
   memory_region m{name, reinterpret_cast<std::uintptr_t>(v.data()), static_cast<index_t>(sizeof(T)), R, {}, {}};
+  for (int d = 0; d < R; ++d) m.extent[d] = v.extent(d), m.stride[d] = v.stride(d);
+  return m;
+}
+template <class N, class W, int R>
+memory_region region_of(const char* name, const either_view<N, W, R>& v) {
+  static_assert(R <= 5, "region_of: views of rank <= 5");
+  memory_region m{name, reinterpret_cast<std::uintptr_t>(v.data()), v.element_bytes(), R, {}, {}};
   for (int d = 0; d < R; ++d) m.extent[d] = v.extent(d), m.stride[d] = v.stride(d);
   return m;
 }
@@ -194,6 +212,18 @@ void for_each_element(const tensor_view<T, R>& v, F&& f) {
     index_t off = 0;
     for (int d = 0; d < R; ++d) off += i[d] * v.stride(d);
     f(v.data()[off], i);
+    int d = R - 1;
+    while (d >= 0 && ++i[d] == v.extent(d)) i[d--] = 0;
+    if (d < 0) return;
+  }
+}
+/// The same for a view of either element type (the value as the wide type).
+template <class N, class W, int R, class F>
+void for_each_element(const either_view<N, W, R>& v, F&& f) {
+  if (v.size() == 0) return;
+  std::array<index_t, R> i{};
+  for (;;) {
+    f(std::apply([&](auto... x) { return v(x...); }, i), i);
     int d = R - 1;
     while (d >= 0 && ++i[d] == v.extent(d)) i[d--] = 0;
     if (d < 0) return;

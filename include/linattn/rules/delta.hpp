@@ -9,6 +9,7 @@
 
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 #include "input_beta.hpp"
 
@@ -25,7 +26,7 @@ struct Delta : input_beta {
     tensor_view<const T, 4> q;     // [B, T, H, K]
     tensor_view<const T, 4> k;     // [B, T, H, K]
     tensor_view<const T, 4> v;     // [B, T, HV, V]
-    tensor_view<const T, 3> beta;  // [B, T, HV] write strength
+    coefficient_view<T, 3> beta;  // [B, T, HV] write strength
   };
 
   template <class T, class Check>
@@ -39,7 +40,7 @@ struct Delta : input_beta {
     tensor_view<T, 4> dq;  // [B, T, H, K]
     tensor_view<T, 4> dk;  // [B, T, H, K]
     tensor_view<T, 4> dv;  // [B, T, HV, V]
-    tensor_view<T, 3> dbeta;  // [B, T, HV]
+    coefficient_gradient_view<T, 3> dbeta;  // [B, T, HV]
   };
   template <class T, class Check>
   static void check_gradients(const gradients<T>& g, Check& c) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -34,7 +35,7 @@ struct DeltaProduct : detail::householder_steps {
     tensor_view<const T, 4> q;     // [B, T, H, K]
     tensor_view<const T, 5> k;     // [B, T, n_h, H, K]
     tensor_view<const T, 5> v;     // [B, T, n_h, HV, V]
-    tensor_view<const T, 4> beta;  // [B, T, n_h, HV] write strength of each step
+    coefficient_view<T, 4> beta;  // [B, T, n_h, HV] write strength of each step
   };
 
   template <class T, class Check>
@@ -53,8 +54,8 @@ struct GatedDeltaProduct : detail::householder_steps {
     tensor_view<const T, 4> q;     // [B, T, H, K]
     tensor_view<const T, 5> k;     // [B, T, n_h, H, K]
     tensor_view<const T, 5> v;     // [B, T, n_h, HV, V]
-    tensor_view<const T, 3> g;     // [B, T, HV] log gate of the token (once, before its steps), <= 0
-    tensor_view<const T, 4> beta;  // [B, T, n_h, HV] write strength of each step
+    coefficient_view<T, 3> g;     // [B, T, HV] log gate of the token (once, before its steps), <= 0
+    coefficient_view<T, 4> beta;  // [B, T, n_h, HV] write strength of each step
   };
 
   template <class T, class Check>
@@ -64,7 +65,7 @@ struct GatedDeltaProduct : detail::householder_steps {
   }
 
   template <class T>
-  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
     return in.g(b, t, hv);
   }
 };

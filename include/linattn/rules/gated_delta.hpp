@@ -6,6 +6,7 @@
 
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 #include "input_beta.hpp"
 
@@ -22,8 +23,8 @@ struct GatedDelta : input_beta {
     tensor_view<const T, 4> q;     // [B, T, H, K]
     tensor_view<const T, 4> k;     // [B, T, H, K]
     tensor_view<const T, 4> v;     // [B, T, HV, V]
-    tensor_view<const T, 3> g;     // [B, T, HV] log gate, <= 0
-    tensor_view<const T, 3> beta;  // [B, T, HV] write strength
+    coefficient_view<T, 3> g;     // [B, T, HV] log gate, <= 0
+    coefficient_view<T, 3> beta;  // [B, T, HV] write strength
   };
 
   template <class T, class Check>
@@ -33,7 +34,7 @@ struct GatedDelta : input_beta {
   }
 
   template <class T>
-  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
     return in.g(b, t, hv);
   }
 
@@ -43,8 +44,8 @@ struct GatedDelta : input_beta {
     tensor_view<T, 4> dq;  // [B, T, H, K]
     tensor_view<T, 4> dk;  // [B, T, H, K]
     tensor_view<T, 4> dv;  // [B, T, HV, V]
-    tensor_view<T, 3> dg;     // [B, T, HV] dL/d(log gate)
-    tensor_view<T, 3> dbeta;  // [B, T, HV]
+    coefficient_gradient_view<T, 3> dg;     // [B, T, HV] dL/d(log gate)
+    coefficient_gradient_view<T, 3> dbeta;  // [B, T, HV]
   };
   template <class T, class Check>
   static void check_gradients(const gradients<T>& g, Check& c) {

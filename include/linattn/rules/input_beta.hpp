@@ -8,6 +8,7 @@
 
 #include "../core/backward.hpp"
 #include "../core/config.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -25,7 +26,7 @@ struct input_beta {
   }
   /// Where dL/d beta goes.
   template <class T, template <class> class Gradients>
-  static tensor_view<T, 3> beta_gradient(const Gradients<T>& g) {
+  static coefficient_gradient_view<T, 3> beta_gradient(const Gradients<T>& g) {
     return g.dbeta;
   }
 };

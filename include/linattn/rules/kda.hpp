@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 #include "input_beta.hpp"
 
@@ -22,8 +23,8 @@ struct KDA : input_beta {
     tensor_view<const T, 4> q;     // [B, T, H, K]
     tensor_view<const T, 4> k;     // [B, T, H, K]
     tensor_view<const T, 4> v;     // [B, T, HV, V]
-    tensor_view<const T, 4> g;     // [B, T, HV, K] log gate per key dimension, <= 0
-    tensor_view<const T, 3> beta;  // [B, T, HV] write strength
+    coefficient_view<T, 4> g;     // [B, T, HV, K] log gate per key dimension, <= 0
+    coefficient_view<T, 3> beta;  // [B, T, HV] write strength
   };
 
   template <class T, class Check>
@@ -34,7 +35,7 @@ struct KDA : input_beta {
 
   /// Log-decay of key dimension d at token t of batch row b for value head hv.
   template <class T>
-  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
     return in.g(b, t, hv, d);
   }
 };

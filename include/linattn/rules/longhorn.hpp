@@ -9,6 +9,7 @@
 
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -23,7 +24,7 @@ struct Longhorn {
     tensor_view<const T, 4> q;      // [B, T, H, K]
     tensor_view<const T, 4> k;      // [B, T, H, K]
     tensor_view<const T, 4> v;      // [B, T, HV, V]
-    tensor_view<const T, 3> delta;  // [B, T, HV] >= 0
+    coefficient_view<T, 3> delta;  // [B, T, HV] >= 0
   };
 
   template <class T, class Check>
@@ -43,7 +44,7 @@ struct Longhorn {
     tensor_view<T, 4> dq;  // [B, T, H, K]
     tensor_view<T, 4> dk;  // [B, T, H, K]
     tensor_view<T, 4> dv;  // [B, T, HV, V]
-    tensor_view<T, 3> ddelta;  // [B, T, HV]
+    coefficient_gradient_view<T, 3> ddelta;  // [B, T, HV]
   };
   template <class T, class Check>
   static void check_gradients(const gradients<T>& g, Check& c) {
@@ -59,7 +60,7 @@ struct Longhorn {
     return {den * den, -beta * beta};
   }
   template <class T>
-  static tensor_view<T, 3> beta_gradient(const gradients<T>& g) {
+  static coefficient_gradient_view<T, 3> beta_gradient(const gradients<T>& g) {
     return g.ddelta;
   }
 };

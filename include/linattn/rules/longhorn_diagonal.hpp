@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -25,7 +26,7 @@ struct LonghornDiagonal {
     tensor_view<const T, 4> q;      // [B, T, H, K]
     tensor_view<const T, 4> k;      // [B, T, H, K]
     tensor_view<const T, 4> v;      // [B, T, HV, V]
-    tensor_view<const T, 3> delta;  // [B, T, HV] >= 0 (the official sigmoid(dt + bias))
+    coefficient_view<T, 3> delta;  // [B, T, HV] >= 0 (the official sigmoid(dt + bias))
   };
 
   template <class T, class Check>

@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 #include "mamba_checks.hpp"
 
@@ -35,10 +36,10 @@ struct Mamba {
     tensor_view<const T, 4> k;           // [B, T, H, K]   B_t
     tensor_view<const T, 4> v;           // [B, T, HV, V]  x_t
     tensor_view<const T, 4> dt;          // [B, T, HV, V]  Delta_t (>= 0), or its pre-softplus value
-    tensor_view<const T, 3> A;           // [HV, V, K]     A[d, n] <= 0 (-exp(A_log) in the model)
-    tensor_view<const T, 2> D{};         // [HV, V]        optional skip D[d] x_t[d]
+    coefficient_view<T, 3> A;           // [HV, V, K]     A[d, n] <= 0 (-exp(A_log) in the model)
+    coefficient_view<T, 2> D{};         // [HV, V]        optional skip D[d] x_t[d]
     tensor_view<const T, 4> z{};         // [B, T, HV, V]  optional gate: y * silu(z)
-    tensor_view<const T, 2> dt_bias{};   // [HV, V]        optional, added to dt (before softplus)
+    coefficient_view<T, 2> dt_bias{};   // [HV, V]        optional, added to dt (before softplus)
     bool delta_softplus = false;         // Delta = softplus(dt + dt_bias)
   };
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -25,8 +26,8 @@ struct mLSTM {
     tensor_view<const T, 4> q;  // [B, T, H, K]
     tensor_view<const T, 4> k;  // [B, T, H, K]
     tensor_view<const T, 4> v;  // [B, T, HV, V]
-    tensor_view<const T, 3> i;  // [B, T, HV] input gate pre-activation i~ (the gate is exp(i~))
-    tensor_view<const T, 3> f;  // [B, T, HV] forget gate pre-activation f~ (the gate is sigmoid(f~))
+    coefficient_view<T, 3> i;  // [B, T, HV] input gate pre-activation i~ (the gate is exp(i~))
+    coefficient_view<T, 3> f;  // [B, T, HV] forget gate pre-activation f~ (the gate is sigmoid(f~))
   };
 
   static constexpr const char* state_shape = "[N, HV, K, V + 2]";

@@ -14,6 +14,7 @@
 
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -57,7 +58,7 @@ struct NLMS {
   }
   /// beta has no input view.
   template <class T>
-  static tensor_view<T, 3> beta_gradient(const gradients<T>&) {
+  static coefficient_gradient_view<T, 3> beta_gradient(const gradients<T>&) {
     return {};
   }
 };

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -35,7 +36,7 @@ struct RLS {
     tensor_view<const T, 4> q;  // [B, T, H, K]
     tensor_view<const T, 4> k;  // [B, T, H, K]
     tensor_view<const T, 4> v;  // [B, T, HV, V]
-    tensor_view<const T, 3> g{};  // [B, T, HV] log forgetting factor <= 0; unset: gamma = 1
+    coefficient_view<T, 3> g{};  // [B, T, HV] log forgetting factor <= 0; unset: gamma = 1
     double delta = 1.0;         // > 0: ridge of the initial P = I / delta (no initial_state)
   };
 
@@ -62,8 +63,8 @@ struct RLS {
 
   /// log gamma_t (0 when g is unset).
   template <class T>
-  static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
-    return in.g.given() ? in.g(b, t, hv) : T(0);
+  static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
+    return in.g.given() ? state_t<T>(in.g(b, t, hv)) : state_t<T>(0);
   }
 };
 

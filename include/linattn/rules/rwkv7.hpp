@@ -10,6 +10,7 @@
 #pragma once
 
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -24,7 +25,7 @@ struct RWKV7 {
     tensor_view<const T, 4> q;  // [B, T, H, K] receptance r
     tensor_view<const T, 4> k;  // [B, T, H, K]
     tensor_view<const T, 4> v;  // [B, T, HV, V]
-    tensor_view<const T, 4> g;  // [B, T, HV, K] log decay per key dimension, <= 0 (w = exp(g))
+    coefficient_view<T, 4> g;  // [B, T, HV, K] log decay per key dimension, <= 0 (w = exp(g))
     tensor_view<const T, 4> a;  // [B, T, HV, K] read vector of the low-rank part
     tensor_view<const T, 4> b;  // [B, T, HV, K] write vector of the low-rank part
   };
@@ -41,7 +42,7 @@ struct RWKV7 {
 
   /// Log-decay of key dimension d at token t of batch row b for value head hv.
   template <class T>
-  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
     return in.g(b, t, hv, d);
   }
 };

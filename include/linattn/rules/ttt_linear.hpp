@@ -38,6 +38,7 @@
 
 #include "../core/config.hpp"
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 #include "ttt_linear_checks.hpp"
 
@@ -58,10 +59,10 @@ struct TTTLinear {
     tensor_view<const T, 4> q;          // [B, T, H, D]
     tensor_view<const T, 4> k;          // [B, T, H, D]
     tensor_view<const T, 4> v;          // [B, T, HV, D]
-    tensor_view<const T, 3> eta;        // [B, T, HV] per-token step c_t (eta_base / D * sigmoid(...))
-    tensor_view<const T, 2> ln_weight;  // [HV, D] inner LayerNorm weight gam
-    tensor_view<const T, 2> ln_bias;    // [HV, D] inner LayerNorm bias bet
-    tensor_view<const T, 1> tau{};      // [mini_batch] optional position factors; default 1/i
+    coefficient_view<T, 3> eta;        // [B, T, HV] per-token step c_t (eta_base / D * sigmoid(...))
+    coefficient_view<T, 2> ln_weight;  // [HV, D] inner LayerNorm weight gam
+    coefficient_view<T, 2> ln_bias;    // [HV, D] inner LayerNorm bias bet
+    coefficient_view<T, 1> tau{};      // [mini_batch] optional position factors; default 1/i
     index_t mini_batch = default_mini_batch;  // b, 1..max_chunk_size (run-time parameter)
     tensor_view<const state_t<T>, 3> initial_bias{};   // [N, HV, D] optional inner bias b_0
     tensor_view<state_t<T>, 3> final_bias{};           // [N, HV, D] optional output

@@ -6,6 +6,7 @@
 
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
+#include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
 
 namespace linattn {
@@ -20,7 +21,7 @@ struct VectorDecay {
     tensor_view<const T, 4> q;  // [B, T, H, K]
     tensor_view<const T, 4> k;  // [B, T, H, K]
     tensor_view<const T, 4> v;  // [B, T, HV, V]
-    tensor_view<const T, 4> g;  // [B, T, HV, K] log gate per key dimension, <= 0
+    coefficient_view<T, 4> g;  // [B, T, HV, K] log gate per key dimension, <= 0
   };
 
   template <class T, class Check>
@@ -30,7 +31,7 @@ struct VectorDecay {
 
   /// Log-decay of key dimension d at token t of batch row b for value head hv.
   template <class T>
-  LINATTN_HOST_DEVICE static T log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv,
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv,
                                         index_t d) {
     return in.g(b, t, hv, d);
   }
@@ -40,7 +41,7 @@ struct VectorDecay {
     tensor_view<T, 4> dq;  // [B, T, H, K]
     tensor_view<T, 4> dk;  // [B, T, H, K]
     tensor_view<T, 4> dv;  // [B, T, HV, V]
-    tensor_view<T, 4> dg;  // [B, T, HV, K] dL/d(log gate)
+    coefficient_gradient_view<T, 4> dg;  // [B, T, HV, K] dL/d(log gate)
   };
   template <class T, class Check>
   static void check_gradients(const gradients<T>& g, Check& c) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "../../core/coefficient_view.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"
 
@@ -67,6 +68,15 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
       prefetch_bytes(&out(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), true);
     store_row(&out(b, t0 + r, head, 0), D, sd, src.row(r));
   }
+}
+
+/// The same into a coefficient gradient `[B, T, HV, K]` held in either element type (a vector
+/// gate's dg, float under 16-bit inputs when the caller asks for it).
+template <class N, class W, class Src>
+void store_rows(const either_view<N, W, 4>& out, index_t b, index_t t0, index_t head, index_t rows, const Src& src) {
+  using X = typename either_view<N, W, 4>::value_type;
+  for (index_t r = 0; r < rows; ++r)
+    for (index_t d = 0; d < out.extent(3); ++d) out.store(static_cast<X>(src(r, d)), b, t0 + r, head, d);
 }
 
 /// True when every entry of x is finite: 0 * x sums to NaN exactly when an entry is inf or

@@ -39,8 +39,8 @@ struct product_substeps {
 
   /// Token t's gate at its first sub-step, none at the others.
   template <class T>
-  static T log_gate(const inputs<T>& in, index_t b, index_t s, index_t hv) {
-    return s % in.steps == 0 ? static_cast<T>(Product::log_gate(*in.product, b, s / in.steps, hv)) : T(0);
+  static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t s, index_t hv) {
+    return s % in.steps == 0 ? static_cast<state_t<T>>(Product::log_gate(*in.product, b, s / in.steps, hv)) : state_t<T>(0);
   }
   template <class T, class A>
   static A beta(const inputs<T>& in, index_t b, index_t s, index_t hv, A key_sqnorm) {

@@ -1,27 +1,15 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Input scalar types of the CUDA backend (float, __half, __nv_bfloat16), their state type
-/// (fp32 for all three) and the operand type of the tensor-core products.
+/// Input scalar types of the CUDA backend (float, __half, __nv_bfloat16): conversions to and
+/// from fp32 and the operand type of the tensor-core products (their fp32 state type:
+/// ../element_types.hpp).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "../../core/family.hpp"
-
-namespace linattn {
-
-/// Reduced-precision inputs keep an fp32 state and accumulate in fp32 (docs/design.md#conventions).
-template <>
-struct state_type<__half> {
-  using type = float;
-};
-template <>
-struct state_type<__nv_bfloat16> {
-  using type = float;
-};
-
-}  // namespace linattn
+#include "../element_types.hpp"
 
 namespace linattn::cuda::detail {
 

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../../../core/coefficient_view.hpp"
 #include "../../../core/tensor_view.hpp"
 #include "../../io/token_io.hpp"
 
@@ -88,11 +89,10 @@ void store_gradient_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, in
 }
 
 /// out(b, t0 + r, hv) = src(r) for r in [0, rows), when the view is given.
-template <class T, class Src>
-void store_token_gradients(const tensor_view<T, 3>& out, index_t b, index_t t0, index_t hv, index_t rows,
-                           const Src& src) {
+template <class View, class Src>
+void store_token_gradients(const View& out, index_t b, index_t t0, index_t hv, index_t rows, const Src& src) {
   if (!out.given()) return;
-  for (index_t r = 0; r < rows; ++r) out(b, t0 + r, hv) = static_cast<T>(src(r));
+  for (index_t r = 0; r < rows; ++r) store_value(out, src(r), b, t0 + r, hv);
 }
 
 }  // namespace linattn::cpu

@@ -119,14 +119,14 @@ class token_backward_worker {
       const beta_partials<A> bp = Rule::beta_derivatives(in, b, t, hv, sq);
       dk_ += (A(2) * dbeta * bp.d_key_sqnorm) * k_;
       const auto dparam = Rule::beta_gradient(gr);
-      if (dparam.given()) dparam(b, t, hv) = static_cast<T>(dbeta * bp.d_input);
+      if (dparam.given()) store_value(dparam, dbeta * bp.d_input, b, t, hv);
       du_ *= beta;  // dv
     } else {
       dk_.noalias() = v_ * dH_.transpose();
     }
     // Decay: dg = <dH', H'>, then dH <- gradient of H_{t-1}.
     if constexpr (decay == decay_kind::scalar) {
-      gr.dg(b, t, hv) = static_cast<T>(gam * dH_.cwiseProduct(Hp).sum());
+      store_value(gr.dg, gam * dH_.cwiseProduct(Hp).sum(), b, t, hv);
       dH_ *= gam;
     } else if constexpr (decay == decay_kind::vector) {
       dgv_ = f_.cwiseProduct(dH_.cwiseProduct(Hp).rowwise().sum().transpose());

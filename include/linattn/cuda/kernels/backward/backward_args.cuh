@@ -23,7 +23,7 @@ struct backward_args : call_args<Rule, T> {
 
   tensor_view<const T, 4> dout;          // [B, T, HV, V]  dL/d(out)
   grads_t grads;                         // dq, dk [B, T, H, K], dv [B, T, HV, V], dg / dbeta [B, T, HV]
-  tensor_view<T, 3> dbeta;               // [B, T, HV]  dL/d(the input of beta): Rule::beta_gradient(grads), or unset
+  coefficient_gradient_view<T, 3> dbeta;  // [B, T, HV]  dL/d(the input of beta): Rule::beta_gradient(grads), or unset
   tensor_view<const float, 4> ds1;       // [N, HV, K, V]  dL/d(final state), or not given (zero)
   tensor_view<float, 4> ds0;             // [N, HV, K, V]  dL/d(initial state), or not given
   const span* chunks = nullptr;          // [chunks] of backward_chunk tokens, or null: `length` tokens per batch row

@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_
         const float f = 2.0f * s.dbeta[r] * bp.d_key_sqnorm;
         if (f != 0.0f)
           for (int i = lane; i < K; i += 32) s.dk[r][i] += f * s.k[r][i];
-        if (lane == 0 && dbeta_out.data()) dbeta_out(b, t0 + r, hv) = from_float<T>(s.dbeta[r] * bp.d_input);
+        if (lane == 0 && dbeta_out.data()) store_value(dbeta_out, s.dbeta[r] * bp.d_input, b, t0 + r, hv);
       }
       __syncthreads();
     }
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_
         for (int r = C - 1; r >= 0; --r) s.dgv[r] = suffix += s.dgv[r];
         float prefix = end;
         for (int t = 0; t < n; ++t) {
-          args.grads.dg(b, t0 + t, hv) = from_float<T>(s.dgv[t] + prefix);
+          store_value(args.grads.dg, s.dgv[t] + prefix, b, t0 + t, hv);
           prefix += s.w[t];
         }
       }
