@@ -34,7 +34,7 @@ void fill_views(Target& target, const Fields& fs, const arrays& given, memory wh
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     const auto one = [&](const auto& f, const maybe_array& a) {
       using view_t = std::remove_cvref_t<decltype(target.*(f.member))>;
-      target.*(f.member) = as_view<typename view_t::element_type, view_t::rank>(a, f.name, where);
+      target.*(f.member) = as_member_view<view_t>(a, f.name, where);
     };
     (one(std::get<I>(fs), given[I]), ...);
   }(std::make_index_sequence<n>{});

@@ -30,10 +30,16 @@ enum class memory { host, device, any };
   throw error(std::string("linattn: argument '") + name + "' " + what);
 }
 
+/// The DLPack dtype of an element type (the CUDA module adds its 16-bit types).
+template <class T>
+struct dlpack_dtype {
+  static nb::dlpack::dtype get() { return nb::dtype<T>(); }
+};
+
 /// `a` as a rank-R view of T (its dtype, rank and memory checked; strides kept, in elements).
 template <class T, int R>
 tensor_view<T, R> as_view(const array& a, const char* name, memory where) {
-  if (a.dtype() != nb::dtype<std::remove_const_t<T>>())
+  if (a.dtype() != dlpack_dtype<std::remove_const_t<T>>::get())
     bad_argument(name, "has the wrong dtype for this call (the binding layer converts; this is a bug)");
   if (a.ndim() != std::size_t(R))
     bad_argument(name, "has " + std::to_string(a.ndim()) + " dimensions, expected " + std::to_string(R));
@@ -52,6 +58,19 @@ tensor_view<T, R> as_view(const array& a, const char* name, memory where) {
 template <class T, int R>
 tensor_view<T, R> as_view(const std::optional<array>& a, const char* name, memory where) {
   return a ? as_view<T, R>(*a, name, where) : tensor_view<T, R>{};
+}
+
+/// A rule's member view (a tensor_view, or a coefficient view that holds either the input type
+/// or float: the one `a`'s dtype names), or unset when `a` is None.
+template <class View>
+View as_member_view(const std::optional<array>& a, const char* name, memory where) {
+  if constexpr (requires { typename View::wide_type; }) {
+    using wide = typename View::wide_type;
+    if (a && a->dtype() == dlpack_dtype<std::remove_const_t<wide>>::get()) return View(as_view<wide, View::rank>(*a, name, where));
+    return View(as_view<typename View::narrow_type, View::rank>(a, name, where));
+  } else {
+    return as_view<typename View::element_type, View::rank>(a, name, where);
+  }
 }
 
 /// cu_seqlens `[N + 1]` of int32 or int64, or unset.

@@ -60,6 +60,66 @@ def test_bf16_on_cuda():
     close(o.cpu(), want, 2e-2)
 
 
+_CUDA_RULES = ("hebbian", "scalar_decay", "delta", "gated_delta", "longhorn")
+
+
+@pytest.mark.parametrize("name,call,rule,takes", [c for c in CASES if c[2] in _CUDA_RULES],
+                         ids=[c[0] for c in CASES if c[2] in _CUDA_RULES])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("gates", ["float32", "same"])
+def test_16bit_on_the_device(name, call, rule, takes, dtype, gates):
+    """16-bit q, k, v go to the device kernels as they are (no conversion, no host copy), with
+    g and beta in float32 (fla's mixed precision) or in q's dtype: o in q's dtype, the state in
+    float32, gradients in each input's dtype, all close to the CPU's float32 results on the same
+    rounded values. T = 150 with an initial state, K != V, HV = 4."""
+    q, k, v, g, beta = make_inputs(T=150, HV=4, K=64, V=128)
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    if gates == "same":
+        g, beta = g.to(dtype), beta.to(dtype)
+    h0 = make_state(2, 4, 64, 128)
+    leaves = [x.float().requires_grad_() for x in (q, k, v, g, beta, h0)]   # the same values, float32
+    dev = [x.cuda().requires_grad_() for x in (q, k, v, g, beta, h0)]
+
+    def run(xs):
+        return call(*xs[:5], initial_state=xs[5], output_final_state=True)
+
+    def loss(o, s):
+        return o.float().square().sum() + (s * s.detach().cos()).sum()
+
+    want_o, want_s = run(leaves)
+    want = torch.autograd.grad(loss(want_o, want_s), leaves, allow_unused=True)
+    la._backend._warned.clear()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        o, s = run(dev)
+        got = torch.autograd.grad(loss(o, s), dev, allow_unused=True)
+    assert not [w for w in seen if "host copies" in str(w.message)], [str(w.message) for w in seen]
+    assert o.dtype == dtype and s.dtype == torch.float32
+    close(o.cpu(), want_o, 2e-2)
+    close(s.cpu(), want_s, 2e-2)
+    for x, a, b in zip(dev, got, want):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.is_cuda and a.dtype == x.dtype
+            close(a.cpu(), b, 3e-2)
+
+
+def test_16bit_gates_are_read_in_full():
+    """A float32 gate reaches the kernels with all its bits: bf16 q, k, v with float32 g and
+    beta give other outputs than with the same gates rounded to bf16, and those rounded gates
+    give the same bits whether they come as bf16 or as float32 tensors (both read as float)."""
+    q, k, v, g, beta = make_inputs(B=1, T=300, HV=2, H=2, K=64, V=64)
+    qb, kb, vb = (x.to(torch.bfloat16).cuda() for x in (q, k, v))
+    g32, b32 = g.float().cuda(), beta.float().cuda()
+    g16, b16 = g32.to(torch.bfloat16), b32.to(torch.bfloat16)
+    run = lambda gg, bb: la.chunk_gated_delta_rule(qb, kb, vb, gg, bb, output_final_state=True)
+    o_full, s_full = run(g32, b32)
+    o_rounded, s_rounded = run(g16.float(), b16.float())
+    o_bf16, s_bf16 = run(g16, b16)
+    assert torch.equal(o_rounded, o_bf16) and torch.equal(s_rounded, s_bf16)
+    assert not torch.equal(s_full, s_rounded)
+
+
 @pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
 def test_backward_on_cuda_tensors(name, call, rule, takes):
     """The CUDA rules' backward runs on the device (no host-copy warning), the others on host

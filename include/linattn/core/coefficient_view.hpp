@@ -27,6 +27,8 @@ class either_view {
   using void_t = std::conditional_t<std::is_const_v<Narrow>, const void, void>;
 
  public:
+  using narrow_type = Narrow;  // the two element types a view may hold
+  using wide_type = Wide;
   using value_type = wide_t;  // what a read gives
   using extents_type = std::array<index_t, Rank>;
   static constexpr int rank = Rank;

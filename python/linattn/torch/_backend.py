@@ -2,9 +2,10 @@
 """Runs one rule's forward or backward on the tensors' device.
 
 CPU tensors go to linattn._cpu. CUDA tensors go to linattn._cuda (forward and backward) when it
-was built and supports the call (rule, K and V in {64, 128}); every other CUDA call runs the CPU
-kernels on host copies and copies the results back, with a warning the first time each case
-happens (docs/python.md#cuda-tensors).
+was built and supports the call (rule, K and V in {64, 128}; float32, or bf16/fp16 q, k, v with
+their gates in that dtype or float32); every other CUDA call runs the CPU kernels on host copies
+and copies the results back, with a warning the first time each case happens
+(docs/python.md#cuda-tensors).
 """
 
 import warnings
@@ -64,10 +65,21 @@ def _host(t):
     return None if t is None else t.detach().cpu()
 
 
+_CUDA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
 def _cuda_supports(rule, form, q, v, chunk_size):
     K, V = q.shape[-1], v.shape[-1]
-    return (_cuda is not None and RULES[rule].cuda and q.dtype == torch.float32 and K in (64, 128) and V in (64, 128)
+    return (_cuda is not None and RULES[rule].cuda and q.dtype in _CUDA_DTYPES and K in (64, 128) and V in (64, 128)
             and (form == "recurrent" or chunk_size == 64))
+
+
+def runs_16bit(rule, form, q, k, v, chunk_size):
+    """Whether a call with these tensors runs the device kernels on 16-bit q, k, v as they are
+    (bf16 or fp16 CUDA tensors of one dtype, a rule and sizes linattn._cuda takes); otherwise
+    the caller converts to float32."""
+    return (q.device.type == "cuda" and q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
+            and v.dtype == q.dtype and _cuda_supports(rule, form, q, v, chunk_size))
 
 
 def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size,

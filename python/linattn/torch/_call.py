@@ -3,9 +3,11 @@
 
 - layout: `head_first=True` takes `[B, H, T, ...]` tensors; `state_v_first=True` takes and
   returns states as `[N, HV, V, K]`;
-- precision: the kernels run in float64 when any input is float64, else in float32 (bf16/fp16
-  inputs are converted here); `o` comes back in q's dtype, the final state in the compute dtype
-  (float32 for fla's bf16 calls, as fla returns it);
+- precision: bf16/fp16 q, k, v on CUDA go to the device kernels as they are, with the gates
+  and betas in float32 (fla's mixed precision) or in q's dtype (anything else is converted to
+  float32); every other call runs in float64 when any input is float64, else in float32
+  (converted here). `o` comes back in q's dtype, the final state in float32 for 16-bit calls
+  (as fla returns it) and in the compute dtype otherwise;
 - `use_qk_l2norm_in_kernel`: q and k divided by sqrt(sum x^2 + 1e-6) in the compute dtype
   (differentiated by autograd);
 - argument checks that must come before any torch op (ValueError naming the argument); the
@@ -14,6 +16,7 @@
 
 import torch
 
+from . import _backend
 from ._ops import forward_op
 from ._rules import RULES
 
@@ -82,10 +85,16 @@ def run(rule, form, q, k, v, extras, *, scale=None, initial_state=None, output_f
     out_dtype = q.dtype
     inputs = (q, k, v, *extras) + (() if initial_state is None else (initial_state,))
     real = torch.float64 if any(x.dtype == torch.float64 for x in inputs) else torch.float32
-    q, k, v = (x.to(real) for x in (q, k, v))
-    extras = [x.to(real) for x in extras]
-    if use_qk_l2norm_in_kernel:
-        q, k = l2norm(q), l2norm(k)
+    if real == torch.float32 and _backend.runs_16bit(rule, form, q, k, v, chunk_size):
+        # 16-bit q, k, v as they are; gates in float32 or q's dtype (read in place), states float32
+        extras = [x if x.dtype in (torch.float32, q.dtype) else x.float() for x in extras]
+        if use_qk_l2norm_in_kernel:
+            q, k = l2norm(q.float()).to(out_dtype), l2norm(k.float()).to(out_dtype)
+    else:
+        q, k, v = (x.to(real) for x in (q, k, v))
+        extras = [x.to(real) for x in extras]
+        if use_qk_l2norm_in_kernel:
+            q, k = l2norm(q), l2norm(k)
     if initial_state is not None:
         initial_state = initial_state.to(real)
         if state_v_first:

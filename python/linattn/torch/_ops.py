@@ -3,9 +3,10 @@
 rule (the rule is a string argument), with fake implementations for torch.compile and the
 autograd formula registered on the forward op.
 
-Both ops take q, k, v and the rule's extras already converted to one floating dtype (float32 or
-float64; the public functions in this package convert) and allocate their outputs with torch
-(the caching allocator on CUDA). `final_state` is an empty tensor when not asked for: an op's
+Both ops take q, k, v and the rule's extras as the public functions of this package leave them:
+one floating dtype (float32 or float64), or on CUDA 16-bit q, k, v with extras in that dtype or
+float32; they allocate their outputs with torch (the caching allocator on CUDA): o and the
+input gradients in their inputs' dtypes, states float32 for 16-bit q. `final_state` is an empty tensor when not asked for: an op's
 outputs are tensors, never None.
 """
 
@@ -16,6 +17,12 @@ from torch import Tensor
 
 from . import _backend
 from ._rules import RULES
+
+
+def _new_state(q, shape):
+    """A state tensor: float32 for 16-bit q (the kernels' state type), else q's dtype."""
+    dtype = torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else q.dtype
+    return q.new_empty(shape, dtype=dtype)
 
 
 def _state_shape(rule, q, v, initial_state, cu_seqlens):
@@ -30,8 +37,8 @@ def forward_op(rule: str, form: str, q: Tensor, k: Tensor, v: Tensor, extras: Li
                chunk_size: int, output_final_state: bool) -> tuple[Tensor, Tensor]:
     # o [B, T, HV, V] in q's dtype; final state [N, HV, K, V] (empty when not asked for)
     out = q.new_empty((*v.shape[:3], v.shape[3]))
-    state = (q.new_empty(_state_shape(rule, q, v, initial_state, cu_seqlens)) if output_final_state
-             else q.new_empty((0,)))
+    state = (_new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens)) if output_final_state
+             else _new_state(q, (0,)))
     _backend.forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size,
                      output_final_state, out, state if output_final_state else None)
     return out, state
@@ -40,8 +47,8 @@ def forward_op(rule: str, form: str, q: Tensor, k: Tensor, v: Tensor, extras: Li
 @forward_op.register_fake
 def _(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size, output_final_state):
     out = q.new_empty((*v.shape[:3], v.shape[3]))
-    state = (q.new_empty(_state_shape(rule, q, v, initial_state, cu_seqlens)) if output_final_state
-             else q.new_empty((0,)))
+    state = (_new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens)) if output_final_state
+             else _new_state(q, (0,)))
     return out, state
 
 
@@ -51,18 +58,18 @@ def backward_op(rule: str, q: Tensor, k: Tensor, v: Tensor, extras: List[Tensor]
                 scale: float, number: float, chunk_size: int, want_initial_grad: bool) -> List[Tensor]:
     # [dq, dk, dv, d(extras)..., d(initial_state) (empty when not asked for)]
     grads = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v, *extras)]
-    d_init = q.new_empty(_state_shape(rule, q, v, initial_state, cu_seqlens)) if want_initial_grad else None
+    d_init = _new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens)) if want_initial_grad else None
     _backend.backward(rule, q, k, v, extras, grad_out.contiguous(),
                       None if grad_final_state is None else grad_final_state.contiguous(), initial_state,
                       cu_seqlens, scale, number, chunk_size, grads, d_init)
-    return [*grads, d_init if want_initial_grad else q.new_empty((0,))]
+    return [*grads, d_init if want_initial_grad else _new_state(q, (0,))]
 
 
 @backward_op.register_fake
 def _(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, number, chunk_size,
       want_initial_grad):
     grads = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v, *extras)]
-    d_init = q.new_empty(_state_shape(rule, q, v, initial_state, cu_seqlens)) if want_initial_grad else q.new_empty((0,))
+    d_init = _new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens) if want_initial_grad else (0,))
     return [*grads, d_init]
 
 

@@ -10,25 +10,29 @@
 
 namespace linattn::python {
 
-template <class Rule>
-void cuda_forward(bool chunk, const typename Rule::template inputs<float>& in, tensor_view<float, 4> out,
+template <class Rule, class E>
+void cuda_forward(bool chunk, const typename Rule::template inputs<E>& in, tensor_view<E, 4> out,
                   const options<float>& opt, std::uintptr_t stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   if (chunk) cuda::chunkwise_forward<Rule>(in, out, opt, s);
   else cuda::recurrent_forward<Rule>(in, out, opt, s);
 }
 
-template <class Rule>
-void cuda_backward(const typename Rule::template inputs<float>& in, tensor_view<const float, 4> grad_out,
-                   const gradients_t<Rule, float>& grads, const backward_options<float>& opt, std::uintptr_t stream) {
+template <class Rule, class E>
+void cuda_backward(const typename Rule::template inputs<E>& in, tensor_view<const E, 4> grad_out,
+                   const gradients_t<Rule, E>& grads, const backward_options<float>& opt, std::uintptr_t stream) {
   cuda::chunkwise_backward<Rule>(in, grad_out, grads, opt, reinterpret_cast<cudaStream_t>(stream));
 }
 
-/// The explicit instantiations of one rule (rules/<rule>.cu).
-#define LINATTN_PY_CUDA_RULE(R)                                                                                    \
-  template void cuda_forward<R>(bool, const R::inputs<float>&, tensor_view<float, 4>, const options<float>&,       \
-                                std::uintptr_t);                                                                    \
-  template void cuda_backward<R>(const R::inputs<float>&, tensor_view<const float, 4>, const gradients_t<R, float>&, \
-                                 const backward_options<float>&, std::uintptr_t);
+/// The explicit instantiations of one rule and element type, and of one rule (rules/<rule>.cu).
+#define LINATTN_PY_CUDA_RULE_TYPE(R, E)                                                                       \
+  template void cuda_forward<R, E>(bool, const R::inputs<E>&, tensor_view<E, 4>, const options<float>&,       \
+                                   std::uintptr_t);                                                            \
+  template void cuda_backward<R, E>(const R::inputs<E>&, tensor_view<const E, 4>, const gradients_t<R, E>&,    \
+                                    const backward_options<float>&, std::uintptr_t);
+#define LINATTN_PY_CUDA_RULE(R)            \
+  LINATTN_PY_CUDA_RULE_TYPE(R, float)      \
+  LINATTN_PY_CUDA_RULE_TYPE(R, __nv_bfloat16) \
+  LINATTN_PY_CUDA_RULE_TYPE(R, __half)
 
 }  // namespace linattn::python

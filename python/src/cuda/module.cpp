@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// linattn._cuda: `forward_<rule>` and `backward_<rule>` for the rules linattn::cuda implements, on float32 device
-/// arrays (the Python layer converts), queued on the caller's stream (torch's current stream,
-/// passed as an integer handle). Outputs are torch tensors from its caching allocator; the
-/// library's own workspace comes from its stream-ordered pool (linattn::cuda takes no caller
-/// workspace; docs/python.md#cuda-tensors).
+/// linattn._cuda: `forward_<rule>` and `backward_<rule>` for the rules linattn::cuda implements, on device
+/// arrays: q, k, v (and out, grad_out, dq, dk, dv) float32, bfloat16 or float16; g, beta and
+/// their gradients in that dtype or float32 (fla's mixed precision, read in place); states
+/// float32. Calls are queued on the caller's stream (torch's current stream, passed as an
+/// integer handle). Outputs are torch tensors from its caching allocator; the library's own
+/// workspace comes from its stream-ordered pool (linattn::cuda takes no caller workspace;
+/// docs/python.md#cuda-tensors).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
@@ -16,17 +18,37 @@
 
 namespace linattn::python {
 
+template <>
+struct dlpack_dtype<__nv_bfloat16> {
+  static nb::dlpack::dtype get() { return {std::uint8_t(nb::dlpack::dtype_code::Bfloat), 16, 1}; }
+};
+template <>
+struct dlpack_dtype<__half> {
+  static nb::dlpack::dtype get() { return {std::uint8_t(nb::dlpack::dtype_code::Float), 16, 1}; }
+};
+
+/// Calls f(E{}) with E the element type of q: float, __nv_bfloat16 or __half.
+template <class F>
+void with_element_type(const array& q, F&& f) {
+  if (q.dtype() == nb::dtype<float>()) return f(float{});
+  if (q.dtype() == dlpack_dtype<__nv_bfloat16>::get()) return f(__nv_bfloat16{});
+  if (q.dtype() == dlpack_dtype<__half>::get()) return f(__half{});
+  bad_argument("q", "must be float32, bfloat16 or float16 here (the Python layer converts)");
+}
+
 template <class Rule>
 void forward_cuda(const std::string& form, const array& q, const array& k, const array& v, const arrays& extras,
                   const array& out, const maybe_array& initial_state, const maybe_array& final_state,
                   const maybe_array& cu_seqlens, double scale, double number, std::uintptr_t stream) {
-  if (q.dtype() != nb::dtype<float>()) bad_argument("q", "must be float32 here (the Python layer converts)");
   if (form != "chunk" && form != "recurrent") bad_argument("form", "is '" + form + "', expected 'chunk' or 'recurrent'");
-  const auto in = make_inputs<Rule, float>(q, k, v, extras, number, memory::device);
-  const auto opt = make_options<float>(scale, initial_state, final_state, cu_seqlens, memory::device, memory::any);
-  const auto o = as_view<float, 4>(out, "out", memory::device);
-  const nb::gil_scoped_release unlocked;
-  cuda_forward<Rule>(form == "chunk", in, o, opt, stream);
+  with_element_type(q, [&](auto e) {
+    using E = decltype(e);
+    const auto in = make_inputs<Rule, E>(q, k, v, extras, number, memory::device);
+    const auto opt = make_options<float>(scale, initial_state, final_state, cu_seqlens, memory::device, memory::any);
+    const auto o = as_view<E, 4>(out, "out", memory::device);
+    const nb::gil_scoped_release unlocked;
+    cuda_forward<Rule, E>(form == "chunk", in, o, opt, stream);
+  });
 }
 
 template <class Rule>
@@ -35,14 +57,16 @@ void backward_cuda(const array& q, const array& k, const array& v, const arrays&
                    const maybe_array& grad_initial_state, const array& dq, const array& dk, const array& dv,
                    const arrays& dextras, const maybe_array& cu_seqlens, double scale, double number,
                    std::uintptr_t stream) {
-  if (q.dtype() != nb::dtype<float>()) bad_argument("q", "must be float32 here (the Python layer converts)");
-  const auto in = make_inputs<Rule, float>(q, k, v, extras, number, memory::device);
-  const auto grads = make_gradients<Rule, float>(dq, dk, dv, dextras, memory::device);
-  const auto opt = make_backward_options<float>(scale, initial_state, grad_final_state, grad_initial_state, cu_seqlens,
-                                                memory::device, memory::any);
-  const auto dout = as_view<const float, 4>(grad_out, "grad_out", memory::device);
-  const nb::gil_scoped_release unlocked;
-  cuda_backward<Rule>(in, dout, grads, opt, stream);
+  with_element_type(q, [&](auto e) {
+    using E = decltype(e);
+    const auto in = make_inputs<Rule, E>(q, k, v, extras, number, memory::device);
+    const auto grads = make_gradients<Rule, E>(dq, dk, dv, dextras, memory::device);
+    const auto opt = make_backward_options<float>(scale, initial_state, grad_final_state, grad_initial_state,
+                                                  cu_seqlens, memory::device, memory::any);
+    const auto dout = as_view<const E, 4>(grad_out, "grad_out", memory::device);
+    const nb::gil_scoped_release unlocked;
+    cuda_backward<Rule, E>(in, dout, grads, opt, stream);
+  });
 }
 
 template <class Rule>

@@ -2,8 +2,8 @@
 """fla and linattn.torch side by side on one GPU: the host time of a Python call (launch
 overhead: the call returns before the GPU finishes) and the GPU time per call (CUDA events),
 forward and forward+backward, bf16 q/k/v with fp32 g/beta. Small calls (decode, B=1 prefill)
-are where host overhead shows. linattn's backward runs linattn::cuda::chunkwise_backward on fp32
-copies of the inputs (docs/python.md#cuda-tensors)."""
+are where host overhead shows. linattn runs its 16-bit CUDA kernels on the bf16 tensors as they
+are, g and beta read in fp32 (docs/python.md#cuda-tensors)."""
 
 import time
 
