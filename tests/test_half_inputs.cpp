@@ -23,7 +23,7 @@ ref::problem rounded(ref::problem p) {
   return p;
 }
 
-/// q, k, v (and the state) rounded to X, gates and betas to float: fla's mixed precision.
+/// q, k, v rounded to X; gates, betas and the (float) state to float: fla's mixed precision.
 template <class X>
 ref::problem mixed(ref::problem p) {
   for (auto* v : {&p.q, &p.k, &p.v}) round_to<X>(*v);
@@ -36,33 +36,19 @@ double output_tolerance() {
   return std::is_same_v<X, Eigen::bfloat16> ? 1e-2 : 2e-3;
 }
 
-template <class Rule, class X>
-void check_rule(std::uint64_t seed) {
+/// Every form of Rule with q, k, v in X and the gates and betas in G (X, or float: then they
+/// must be read as float, not rounded to X; the float state matches to 1e-4, far below X's
+/// rounding of a gate) against float64 on the same rounded values.
+template <class Rule, class X, class G = X>
+void check_rule(std::uint64_t seed, gates gm = gates::mild) {
   std::mt19937_64 rng(seed);
   const ref::dims d{.B = 2, .T = 45, .H = 2, .HV = 4, .K = 16, .V = 12};
-  auto p = make_problem(rng, d, spec_of<Rule>(), gates::mild);
-  round_to<float>(p.s0);  // the state is float
-  p = rounded<X>(p);
+  const auto p = std::is_same_v<G, X> ? rounded<X>(mixed<X>(make_problem(rng, d, spec_of<Rule>(), gm)))
+                                      : mixed<X>(make_problem(rng, d, spec_of<Rule>(), gm));
   const auto want = ref::run(p);
   for (form f : {form::recurrent, form::chunkwise, form::parallel, form::decode}) {
     CAPTURE(Rule::name, name(f));
-    const auto got = run<Rule, X>(f, p, {.chunk = 16});
-    CHECK(rel_err(got.r.o, want.o) < output_tolerance<X>());
-    if (f != form::decode) CHECK(rel_err(got.r.s, want.s) < 1e-4);
-  }
-}
-
-/// The same with the gates and betas given as float: they must be read as float, not rounded
-/// to X (the float state then matches to 1e-4, far below X's rounding of a gate).
-template <class Rule, class X>
-void check_mixed(std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const ref::dims d{.B = 2, .T = 45, .H = 2, .HV = 4, .K = 16, .V = 12};
-  auto p = mixed<X>(make_problem(rng, d, spec_of<Rule>(), gates::strong));
-  const auto want = ref::run(p);
-  for (form f : {form::recurrent, form::chunkwise, form::parallel, form::decode}) {
-    CAPTURE(Rule::name, name(f));
-    const auto got = run<Rule, X, float>(f, p, {.chunk = 16});
+    const auto got = run<Rule, X, G>(f, p, {.chunk = 16});
     CHECK(rel_err(got.r.o, want.o) < output_tolerance<X>());
     if (f != form::decode) CHECK(rel_err(got.r.s, want.s) < 1e-4);
     CHECK(got.padding_ok);
@@ -72,13 +58,13 @@ void check_mixed(std::uint64_t seed) {
 
 TEMPLATE_TEST_CASE("16-bit q, k, v with float gates and betas: every linear rule and form matches float64",
                    "[forms][half][mixed]", Eigen::bfloat16, Eigen::half) {
-  check_mixed<la::ScalarDecay, TestType>(11);
-  check_mixed<la::VectorDecay, TestType>(12);
-  check_mixed<la::Delta, TestType>(13);
-  check_mixed<la::GatedDelta, TestType>(14);
-  check_mixed<la::Longhorn, TestType>(15);
-  check_mixed<la::KDA, TestType>(16);
-  check_mixed<la::LonghornDiagonal, TestType>(17);
+  check_rule<la::ScalarDecay, TestType, float>(11, gates::strong);
+  check_rule<la::VectorDecay, TestType, float>(12, gates::strong);
+  check_rule<la::Delta, TestType, float>(13, gates::strong);
+  check_rule<la::GatedDelta, TestType, float>(14, gates::strong);
+  check_rule<la::Longhorn, TestType, float>(15, gates::strong);
+  check_rule<la::KDA, TestType, float>(16, gates::strong);
+  check_rule<la::LonghornDiagonal, TestType, float>(17, gates::strong);
 }
 
 TEMPLATE_TEST_CASE("bf16 and half inputs: every linear rule and form matches float64 on the rounded inputs",

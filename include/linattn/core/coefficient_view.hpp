@@ -20,8 +20,9 @@ namespace linattn {
 /// mutable), chosen by the view it is made from; reads give a `Wide` value, `store` converts a
 /// `Wide` value to the stored type. The shape and strides count elements of the stored type.
 template <class Narrow, class Wide, int Rank>
-class either_view {
+class either_view : public detail::view_layout<Rank> {
   static_assert(std::is_const_v<Narrow> == std::is_const_v<Wide>, "either_view: both types const or both mutable");
+  using layout = detail::view_layout<Rank>;
   using narrow_t = std::remove_cv_t<Narrow>;
   using wide_t = std::remove_cv_t<Wide>;
   using void_t = std::conditional_t<std::is_const_v<Narrow>, const void, void>;
@@ -30,25 +31,23 @@ class either_view {
   using narrow_type = Narrow;  // the two element types a view may hold
   using wide_type = Wide;
   using value_type = wide_t;  // what a read gives
-  using extents_type = std::array<index_t, Rank>;
-  static constexpr int rank = Rank;
 
   constexpr either_view() = default;
   /// From a view of the narrow type (a mutable one converts to a const either_view).
   template <class U>
     requires(std::is_same_v<std::remove_cv_t<U>, narrow_t> && std::is_convertible_v<U*, Narrow*>)
   constexpr either_view(const tensor_view<U, Rank>& v)  // NOLINT(google-explicit-constructor)
-      : data_(v.data()), extents_(v.extents()), strides_(v.strides()), wide_(false) {}
+      : layout(v.extents(), v.strides()), data_(v.data()), wide_(false) {}
   /// From a view of the wide type.
   template <class U>
     requires(std::is_same_v<std::remove_cv_t<U>, wide_t> && std::is_convertible_v<U*, Wide*>)
   constexpr either_view(const tensor_view<U, Rank>& v)  // NOLINT(google-explicit-constructor)
-      : data_(v.data()), extents_(v.extents()), strides_(v.strides()), wide_(true) {}
+      : layout(v.extents(), v.strides()), data_(v.data()), wide_(true) {}
   /// A mutable either_view converts to a const one.
   template <class N, class W>
     requires(std::is_same_v<const N, Narrow> && std::is_same_v<const W, Wide> && !std::is_const_v<N>)
   constexpr either_view(const either_view<N, W, Rank>& o)  // NOLINT(google-explicit-constructor)
-      : data_(o.data()), extents_(o.extents()), strides_(o.strides()), wide_(o.wide()) {}
+      : layout(o.extents(), o.strides()), data_(o.data()), wide_(o.wide()) {}
 
   /// The first element's address (the stored type is `wide() ? Wide : Narrow`).
   LINATTN_HOST_DEVICE constexpr void_t* data() const { return data_; }
@@ -56,28 +55,14 @@ class either_view {
   LINATTN_HOST_DEVICE constexpr bool wide() const { return wide_; }
   /// Bytes per stored element.
   constexpr index_t element_bytes() const { return wide_ ? index_t(sizeof(Wide)) : index_t(sizeof(Narrow)); }
-  constexpr const extents_type& extents() const { return extents_; }
-  constexpr const extents_type& strides() const { return strides_; }
-  LINATTN_HOST_DEVICE constexpr index_t extent(int d) const { return extents_[d]; }
-  LINATTN_HOST_DEVICE constexpr index_t stride(int d) const { return strides_[d]; }
-  constexpr index_t size() const {
-    index_t n = 1;
-    for (index_t e : extents_) n *= e;
-    return n;
-  }
   /// True when the caller supplied this view (as tensor_view::given).
-  constexpr bool given() const {
-    if (data_ != nullptr) return true;
-    for (index_t e : extents_)
-      if (e != 0) return true;
-    return false;
-  }
+  constexpr bool given() const { return data_ != nullptr || this->has_shape(); }
 
   /// The element at idx, as a `Wide` value; no bounds checks (validation happens once per call).
   template <class... I>
     requires(sizeof...(I) == Rank)
   LINATTN_HOST_DEVICE constexpr wide_t operator()(I... idx) const {
-    const index_t off = offset(idx...);
+    const index_t off = this->offset(idx...);
     if (wide_) return static_cast<const Wide*>(data_)[off];
     return static_cast<wide_t>(static_cast<const Narrow*>(data_)[off]);
   }
@@ -85,23 +70,13 @@ class either_view {
   template <class... I>
     requires(sizeof...(I) == Rank && !std::is_const_v<Narrow>)
   LINATTN_HOST_DEVICE void store(wide_t x, I... idx) const {
-    const index_t off = offset(idx...);
+    const index_t off = this->offset(idx...);
     if (wide_) static_cast<Wide*>(data_)[off] = x;
     else static_cast<Narrow*>(data_)[off] = static_cast<narrow_t>(x);
   }
 
  private:
-  template <class... I>
-  LINATTN_HOST_DEVICE constexpr index_t offset(I... idx) const {
-    const index_t i[] = {static_cast<index_t>(idx)...};
-    index_t off = 0;
-    for (int d = 0; d < Rank; ++d) off += i[d] * strides_[d];
-    return off;
-  }
-
   void_t* data_ = nullptr;
-  extents_type extents_{};
-  extents_type strides_{};
   bool wide_ = false;
 };
 

@@ -11,32 +11,22 @@
 
 namespace linattn {
 
-/// A non-owning view of a `Rank`-dimensional array. Strides count elements (not bytes), may be
-/// zero (broadcast) or negative. A default-constructed view is "not given" (used for optional
-/// arguments such as `options::initial_state`).
-template <class T, int Rank>
-class tensor_view {
-  static_assert(Rank >= 1, "tensor_view needs Rank >= 1");
+namespace detail {
+
+/// The shape half of a view: extents and element strides, the element count and the offset of
+/// an index tuple (shared by tensor_view and either_view).
+template <int Rank>
+class view_layout {
+  static_assert(Rank >= 1, "a view needs Rank >= 1");
 
  public:
-  using element_type = T;
-  using value_type = std::remove_cv_t<T>;
   using extents_type = std::array<index_t, Rank>;
   static constexpr int rank = Rank;
 
-  constexpr tensor_view() = default;
+  constexpr view_layout() = default;
+  constexpr view_layout(const extents_type& extents, const extents_type& strides)
+      : extents_(extents), strides_(strides) {}
 
-  /// View of `data` with the given extents and element strides.
-  constexpr tensor_view(T* data, const extents_type& extents, const extents_type& strides)
-      : data_(data), extents_(extents), strides_(strides) {}
-
-  /// A view of mutable elements converts to a view of const elements.
-  template <class U>
-    requires(std::is_same_v<const U, T> && !std::is_const_v<U>)
-  constexpr tensor_view(const tensor_view<U, Rank>& other)  // NOLINT(google-explicit-constructor)
-      : data_(other.data()), extents_(other.extents()), strides_(other.strides()) {}
-
-  LINATTN_HOST_DEVICE constexpr T* data() const { return data_; }
   constexpr const extents_type& extents() const { return extents_; }
   constexpr const extents_type& strides() const { return strides_; }
   LINATTN_HOST_DEVICE constexpr index_t extent(int d) const { return extents_[d]; }
@@ -49,28 +39,67 @@ class tensor_view {
     return n;
   }
 
-  /// True when the caller supplied this view (non-null data or a non-zero extent).
-  constexpr bool given() const {
-    if (data_ != nullptr) return true;
+ protected:
+  /// True when some extent is non-zero (a view with no data but a shape counts as given).
+  constexpr bool has_shape() const {
     for (index_t e : extents_)
       if (e != 0) return true;
     return false;
   }
+  /// Element offset of an index tuple; no bounds checks (validation happens once per call).
+  template <class... I>
+  LINATTN_HOST_DEVICE constexpr index_t offset(I... idx) const {
+    const index_t i[] = {static_cast<index_t>(idx)...};
+    index_t off = 0;
+    for (int d = 0; d < Rank; ++d) off += i[d] * strides_[d];
+    return off;
+  }
+
+ private:
+  extents_type extents_{};
+  extents_type strides_{};
+};
+
+}  // namespace detail
+
+/// A non-owning view of a `Rank`-dimensional array. Strides count elements (not bytes), may be
+/// zero (broadcast) or negative. A default-constructed view is "not given" (used for optional
+/// arguments such as `options::initial_state`).
+template <class T, int Rank>
+class tensor_view : public detail::view_layout<Rank> {
+  using layout = detail::view_layout<Rank>;
+
+ public:
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  using typename layout::extents_type;
+
+  constexpr tensor_view() = default;
+
+  /// View of `data` with the given extents and element strides.
+  constexpr tensor_view(T* data, const extents_type& extents, const extents_type& strides)
+      : layout(extents, strides), data_(data) {}
+
+  /// A view of mutable elements converts to a view of const elements.
+  template <class U>
+    requires(std::is_same_v<const U, T> && !std::is_const_v<U>)
+  constexpr tensor_view(const tensor_view<U, Rank>& other)  // NOLINT(google-explicit-constructor)
+      : layout(other.extents(), other.strides()), data_(other.data()) {}
+
+  LINATTN_HOST_DEVICE constexpr T* data() const { return data_; }
+
+  /// True when the caller supplied this view (non-null data or a non-zero extent).
+  constexpr bool given() const { return data_ != nullptr || this->has_shape(); }
 
   /// Element access; no bounds checks (validation happens once per call).
   template <class... I>
     requires(sizeof...(I) == Rank)
   LINATTN_HOST_DEVICE constexpr T& operator()(I... idx) const {
-    const index_t i[] = {static_cast<index_t>(idx)...};
-    index_t off = 0;
-    for (int d = 0; d < Rank; ++d) off += i[d] * strides_[d];
-    return data_[off];
+    return data_[this->offset(idx...)];
   }
 
  private:
   T* data_ = nullptr;
-  extents_type extents_{};
-  extents_type strides_{};
 };
 
 /// Row-major (C-order) strides for the given extents.
