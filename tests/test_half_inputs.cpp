@@ -5,6 +5,10 @@
 // match to the type's rounding (bf16 2^-8, half 2^-11 relative); the float state to 1e-4.
 #include <Eigen/Core>
 
+#include <algorithm>
+#include <limits>
+#include <string>
+
 #include "support/backward_harness.hpp"
 #include "support/cases.hpp"
 #include "support/catch.hpp"
@@ -275,4 +279,50 @@ TEMPLATE_TEST_CASE("16-bit inputs with float coefficients: mLSTM, RLS, RWKV-7, G
         },
         B, T, HV, K, Dd, Dd);
   }
+}
+
+TEST_CASE("16-bit inputs with float gates: bad gates are rejected, naming the argument, nothing written",
+          "[forms][half][mixed][validation]") {
+  using X = Eigen::bfloat16;
+  const index_t B = 1, T = 8, H = 1, K = 4, V = 4;
+  std::vector<X> q(std::size_t(B * T * H * K), X(0.25f)), k(q.size(), X(0.5f)), v(q.size(), X(1.0f));
+  std::vector<float> g(std::size_t(B * T * H), -0.1f);
+  std::vector<float> beta(std::size_t(B * T * H * V), 0.5f);  // [B, T, H] used; room for an out view over it
+  std::vector<X> out(std::size_t(B * T * H * V), X(7.0f));
+  const auto call = [&](const la::GatedDelta::inputs<X>& in, la::tensor_view<X, 4> o) -> std::string {
+    la::options<float> opt;
+    opt.check_finite = true;
+    try {
+      la::chunkwise_forward<la::GatedDelta>(in, o, opt);
+    } catch (const la::error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const auto inputs = [&](la::coefficient_view<X, 3> gv) {
+    return la::GatedDelta::inputs<X>{.q = la::view(q.data(), B, T, H, K), .k = la::view(k.data(), B, T, H, K),
+                                     .v = la::view(v.data(), B, T, H, V), .g = gv,
+                                     .beta = la::view(beta.data(), B, T, H)};
+  };
+  const auto untouched = [&] {
+    return std::all_of(out.begin(), out.end(), [](X x) { return static_cast<float>(x) == 7.0f; });
+  };
+  const auto o = la::view(out.data(), B, T, H, V);
+  CHECK(call(inputs(la::view(g.data(), B, T, H)), o).empty());  // control: a valid call
+  std::fill(out.begin(), out.end(), X(7.0f));
+
+  g[3] = std::numeric_limits<float>::quiet_NaN();
+  std::string m = call(inputs(la::view(g.data(), B, T, H)), o);
+  CHECK(m.find("argument 'g' holds a non-finite value") != std::string::npos);
+  g[3] = 1e-3f;  // a positive log gate that bf16 would also hold
+  m = call(inputs(la::view(g.data(), B, T, H)), o);
+  CHECK(m.find("argument 'g' holds a positive log gate") != std::string::npos);
+  g[3] = -0.1f;
+  m = call(inputs(la::view(g.data(), B, T - 1, H)), o);
+  CHECK(m.find("argument 'g' has shape [1, 7, 1]") != std::string::npos);
+  // out over the float betas' bytes: the overlap check counts each view's own element size
+  m = call(inputs(la::view(g.data(), B, T, H)), la::view(reinterpret_cast<X*>(beta.data()), B, T, H, V));
+  CHECK(m.find("overlaps input 'beta'") != std::string::npos);
+  CHECK(untouched());
+  CHECK(std::all_of(beta.begin(), beta.end(), [](float b) { return b == 0.5f; }));
 }
