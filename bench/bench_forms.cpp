@@ -271,7 +271,7 @@ void time_form(benchmark::State& state, form f, const shape& s, double flops, co
   }
   if (failed) return;
   // Every output must be written and finite, or the timing means nothing.
-  if (!std::all_of(out_data.begin(), out_data.end(), [](E x) { return std::isfinite(static_cast<float>(x)); })) {
+  if (!all_finite(out_data)) {
     state.SkipWithError("non-finite or unwritten output");
     return;
   }

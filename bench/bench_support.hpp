@@ -68,9 +68,10 @@ void fill_normal(std::vector<float>& x, index_t n, std::mt19937& rng, F f) {
   for (float& e : x) e = f(normal(rng));
 }
 
-/// Every output written and finite, or the timing means nothing.
-inline bool all_finite(const std::vector<float>& x) {
-  return std::all_of(x.begin(), x.end(), [](float e) { return std::isfinite(e); });
+/// Every output written and finite, or the timing means nothing (float or 16-bit outputs).
+template <class E>
+bool all_finite(const std::vector<E>& x) {
+  return std::all_of(x.begin(), x.end(), [](E e) { return std::isfinite(static_cast<float>(e)); });
 }
 
 /// tokens_per_s (when tokens > 0) and gflops, both per second of the row's time.
