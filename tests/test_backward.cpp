@@ -92,6 +92,28 @@ TEMPLATE_TEST_CASE("backward == finite differences: chunks of several 16-row blo
   }
 }
 
+TEMPLATE_TEST_CASE("backward == finite differences through options::normalize_qk (unnormalised q and k)",
+                   "[backward][qk_norm]", LINEAR_RULES) {
+  using Rule = TestType;
+  for (bform f : {bform::recurrent, bform::chunkwise}) {
+    std::mt19937_64 rng(907);
+    CAPTURE(name(f));
+    auto p = backward_problem<Rule>(rng, odd, gates::mild, true, {}, steps::large);
+    // rows of very different lengths, so the normalisation's gradient matters (not shorter than
+    // 0.1: the difference step is absolute, and on shorter rows its truncation error shows)
+    scale_rows(p.q, odd.K, rng, -1.0, 1.5);
+    scale_rows(p.k, odd.K, rng, -1.0, 1.5);
+    p.normalize_qk = true;  // the reference normalises, so its finite differences include that step
+    expect_finite_differences<Rule>(f, p, rng, {.chunk = 4, .lay = layout::strided, .normalize_qk = true});
+    // A packed batch, two threads.
+    auto packed = backward_problem<Rule>(rng, {.B = 1, .T = 23, .H = 1, .HV = 2, .K = 6, .V = 4}, gates::mild, true,
+                                         {0, 7, 7, 16, 17, 23});
+    for (double& e : packed.k) e *= 3.0;
+    packed.normalize_qk = true;
+    expect_finite_differences<Rule>(f, packed, rng, {.chunk = 5, .threads = 2, .normalize_qk = true});
+  }
+}
+
 // ---- bad calls ------------------------------------------------------------------------------
 
 namespace {

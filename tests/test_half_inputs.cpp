@@ -83,6 +83,36 @@ TEMPLATE_TEST_CASE("bf16 and half inputs: every linear rule and form matches flo
   check_rule<la::LonghornDiagonal, TestType>(8);
 }
 
+TEMPLATE_TEST_CASE("16-bit q, k, v normalised by options::normalize_qk: forms and backward match float64",
+                   "[forms][backward][half][qk_norm]", Eigen::bfloat16, Eigen::half) {
+  std::mt19937_64 rng(31);
+  const ref::dims d{.B = 2, .T = 45, .H = 2, .HV = 4, .K = 16, .V = 12};
+  auto p = backward_problem<la::GatedDelta>(rng, d, gates::mild);
+  for (double& e : p.k) e *= 6.0;  // keys far from unit length: without the option the rule diverges
+  for (double& e : p.q) e *= 0.25;
+  p = mixed<TestType>(p);
+  p.normalize_qk = true;
+  const auto want = ref::run(p);
+  for (form f : {form::recurrent, form::chunkwise, form::parallel, form::decode}) {
+    CAPTURE(name(f));
+    const auto got = run<la::GatedDelta, TestType, float>(f, p, {.chunk = 16, .normalize_qk = true});
+    CHECK(rel_err(got.r.o, want.o) < output_tolerance<TestType>());
+    if (f != form::decode) CHECK(rel_err(got.r.s, want.s) < output_tolerance<TestType>());  // keys rounded to X
+  }
+  seeds s = make_seeds(rng, p);
+  round_to<TestType>(s.dout);
+  round_to<float>(s.ds1);
+  const gradients ref_grads = run_backward<la::GatedDelta, double>(bform::recurrent, p, s, {.chunk = 16, .normalize_qk = true});
+  for (bform f : {bform::recurrent, bform::chunkwise}) {
+    CAPTURE(name(f));
+    const gradients got = run_backward<la::GatedDelta, TestType, float>(f, p, s, {.chunk = 16, .normalize_qk = true});
+    CHECK(got.padding_ok);
+    for (auto [g, w] : {std::pair{&got.dq, &ref_grads.dq}, {&got.dk, &ref_grads.dk}, {&got.dv, &ref_grads.dv},
+                        {&got.dg, &ref_grads.dg}, {&got.dbeta, &ref_grads.dbeta}, {&got.ds0, &ref_grads.ds0}})
+      CHECK(rel_err(*g, *w) < 2 * output_tolerance<TestType>());
+  }
+}
+
 namespace {
 /// The backward forms with 16-bit q, k, v and grad_out, float gates and betas and float
 /// gradients of them: against the float64 backward on the same rounded inputs. dq, dk, dv are

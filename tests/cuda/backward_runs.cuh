@@ -32,6 +32,7 @@ backward_outcome run_backward_typed(const ref::problem& p, const std::vector<dou
 
   la::backward_options<float> opt;
   opt.scale = p.scale;
+  opt.normalize_qk = c.normalize_qk;
   if (c.use_s0 && !p.s0.empty()) {
     write_floats(s0, p.s0);
     opt.initial_state = state_view(s0);

@@ -218,6 +218,7 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
 
   la::options<float> opt;
   opt.scale = p.scale;
+  opt.normalize_qk = c.normalize_qk;
   const call_seqlens cu(p, c.cu_on_device, opt);
   outcome r;
   if (c.through_pool) {
@@ -252,7 +253,7 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
       r.s.insert(r.s.end(), after.begin() + std::ptrdiff_t((N + 1 - n) * per), after.begin() + std::ptrdiff_t((N + 2 - n) * per));
   } else if (f == form::decode) {
     for (index_t t = 0; t < d.T; ++t)
-      la::cuda::decode_step<Rule>(dp.at(t), token(out.view, t), state_view(s0), la::options<float>{.scale = p.scale});
+      la::cuda::decode_step<Rule>(dp.at(t), token(out.view, t), state_view(s0), la::options<float>{.scale = p.scale, .normalize_qk = c.normalize_qk});
     ok(cudaDeviceSynchronize(), "decode_step");
     r.s = read_floats(s0);
   } else {

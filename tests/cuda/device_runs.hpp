@@ -32,6 +32,7 @@ struct config {
   bool slots_on_host = false;  // through_pool: state_indices in host memory (else device memory)
   bool float_coefficients = false;  // gates, betas (and their gradients) in float whatever the
                                     // input type: fla's mixed precision (bf16 q, k, v; fp32 g, beta)
+  bool normalize_qk = false;  // options::normalize_qk (the reference normalises when p.normalize_qk)
 };
 
 struct outcome {

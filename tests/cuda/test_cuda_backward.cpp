@@ -60,11 +60,16 @@ template <class Rule>
 void check_backward(std::mt19937_64& rng, const backward_case& bc, dtype t, harness::gates g,
                     harness::steps st = harness::steps::usual) {
   auto p = harness::backward_problem<Rule>(rng, bc.d, g, bc.c.use_s0, bc.cu, st);
+  if (bc.c.normalize_qk) {  // rows of q and k of very different lengths
+    harness::scale_rows(p.q, bc.d.K, rng, -2.0, 1.5);
+    harness::scale_rows(p.k, bc.d.K, rng, -2.0, 1.5);
+  }
   cuda_tests::round_inputs(p, t, bc.c.float_coefficients);
   auto s = harness::make_seeds(rng, p, bc.with_ds1);
   cuda_tests::round_values(s.dout, t);
   cuda_tests::round_values(s.ds1, dtype::f32);  // the state gradient is fp32 on the device
-  const harness::gradients want = harness::run_backward<Rule, double>(harness::bform::chunkwise, p, s);
+  const harness::gradients want =
+      harness::run_backward<Rule, double>(harness::bform::chunkwise, p, s, {.normalize_qk = bc.c.normalize_qk});
   const cuda_tests::backward_outcome got = cuda_tests::run_backward<Rule>(p, s.dout, s.ds1, t, bc.c);
   INFO(Rule::name << " chunkwise_backward " << cuda_tests::name(t) << ": " << bc.name);
   CHECK(got.all_written);
@@ -117,6 +122,19 @@ TEMPLATE_TEST_CASE("cuda chunkwise_backward with 16-bit q, k, v and float gates,
   };
   for (dtype t : {dtype::f16, dtype::bf16})
     for (const auto& bc : cases) check_backward<TestType>(rng, bc, t, harness::gates::strong, harness::steps::large);
+}
+
+TEMPLATE_TEST_CASE("cuda chunkwise_backward through options::normalize_qk", "[cuda][backward][qk_norm]", la::Hebbian,
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(61);
+  const std::vector<backward_case> cases{
+      {"B2 T150 H2 HV4 K64 V128, normalised in the call", {2, 150, 2, 4, 64, 128}, {}, {.normalize_qk = true}},
+      {"packed 0,1,33,64,64,200,330 H1 HV3 K128 V64, head-first views, float gates and betas, normalised in the call",
+       {1, 330, 1, 3, 128, 64}, {0, 1, 33, 64, 64, 200, 330},
+       {.head_first = true, .float_coefficients = true, .normalize_qk = true}},
+  };
+  for (dtype t : {dtype::f32, dtype::bf16})
+    for (const auto& bc : cases) check_backward<TestType>(rng, bc, t, harness::gates::mild);
 }
 
 TEST_CASE("cuda chunkwise_backward gives the same bits on every call", "[cuda][backward]") {

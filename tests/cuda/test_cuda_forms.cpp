@@ -118,6 +118,30 @@ TEMPLATE_TEST_CASE("cuda 16-bit q, k, v with float gates and betas (fla's mixed 
   }
 }
 
+TEMPLATE_TEST_CASE("cuda options::normalize_qk: unnormalised q and k in every form", "[cuda][qk_norm]", la::Hebbian,
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(51);
+  // rows of q and k from 1e-3 to 1e2 long: without the normalisation the delta rules diverge
+  const auto unnormalised = [&](ref::problem& p) {
+    harness::scale_rows(p.q, p.d.K, rng);
+    harness::scale_rows(p.k, p.d.K, rng);
+    p.normalize_qk = true;
+  };
+  const std::vector<shape_case> cases{
+      {"B2 T150 H2 HV4 K64 V128, normalised in the call", {2, 150, 2, 4, 64, 128}, {}, {.normalize_qk = true}},
+      {"packed 0,1,64,64,200,330 H1 HV3 K128 V64, head-first views, float gates and betas, normalised in the call",
+       {1, 330, 1, 3, 128, 64}, {0, 1, 64, 64, 200, 330},
+       {.head_first = true, .float_coefficients = true, .normalize_qk = true}},
+  };
+  const shape_case steps{"B3 T5 H2 HV4 K128 V64, five decode steps, normalised in the call", {3, 5, 2, 4, 128, 64}, {},
+                         {.normalize_qk = true}};
+  for (dtype t : {dtype::f32, dtype::bf16}) {
+    for (form f : {form::recurrent, form::chunkwise})
+      for (const auto& sc : cases) check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, unnormalised);
+    check_against_reference<TestType>(rng, steps, t, form::decode, harness::gates::mild, unnormalised);
+  }
+}
+
 TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]", la::ScalarDecay, la::GatedDelta) {
   std::mt19937_64 rng(11);
   const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};

@@ -86,6 +86,7 @@ struct bconfig {
   int threads = 0;
   layout lay = layout::contiguous;
   bool want_ds0 = true;
+  bool normalize_qk = false;  // options::normalize_qk
 };
 
 /// Runs one backward form of the library with scalar type T (gates, betas and their gradients
@@ -113,6 +114,7 @@ gradients run_backward(bform f, const ref::problem& p, const seeds& s, const bco
   la::backward_options<A> opt;
   opt.chunk_size = c.chunk;
   opt.threads = c.threads;
+  opt.normalize_qk = c.normalize_qk;
   if (!p.s0.empty()) opt.initial_state = s0.view();
   if (!s.ds1.empty()) opt.grad_final_state = ds1.view();
   if (c.want_ds0) opt.grad_initial_state = ds0.view();

@@ -75,6 +75,16 @@ inline void normalise_keys(ref::problem& p) {
   }
 }
 
+/// Multiplies every row of `width` elements by its own factor 10^u, u uniform in [lo, hi]: q
+/// and k rows of very different lengths, for options::normalize_qk.
+inline void scale_rows(std::vector<double>& x, int width, std::mt19937_64& rng, double lo = -3.0, double hi = 2.0) {
+  std::uniform_real_distribution<double> exponent(lo, hi);
+  for (std::size_t r = 0; r < x.size(); r += std::size_t(width)) {
+    const double f = std::pow(10.0, exponent(rng));
+    for (int i = 0; i < width; ++i) x[r + std::size_t(i)] *= f;
+  }
+}
+
 inline double logsigmoid(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
 
 /// A random problem: normal q, k, v; random non-zero S0 when `with_s0`; gates per `gm`.
@@ -225,6 +235,7 @@ void run_slices(form f, index_t T, InAt&& in_at, OutAt&& out_at, la::tensor_view
     step.scale = opt.scale;
     step.threads = opt.threads;
     step.state_indices = opt.state_indices;
+    step.normalize_qk = opt.normalize_qk;
     for (index_t t = 0; t < T; ++t) la::decode_step<Rule>(in_at(t, 1), out_at(t, 1), state, step);
     return;
   }
@@ -242,6 +253,7 @@ struct config {
   bool use_s0 = true;      // pass p.s0 as initial state (when p has one)
   bool want_state = true;  // ask for the final state
   bool explicit_scale = false;
+  bool normalize_qk = false;  // options::normalize_qk (the reference normalises when p.normalize_qk)
 };
 
 /// The library's inputs struct of `Rule` over the given views (g3: scalar gates, g4: vector
@@ -299,6 +311,7 @@ outcome run(form f, const ref::problem& p, const config& c = {}) {
   opt.chunk_size = c.chunk;
   opt.threads = c.threads;
   if (c.explicit_scale) opt.scale = p.scale;
+  opt.normalize_qk = c.normalize_qk;
   std::vector<std::int64_t> cu = p.cu;
   if (!cu.empty()) opt.cu_seqlens = la::view(cu.data(), cu.size());
 

@@ -35,6 +35,7 @@ struct problem {
   update rule = update::additive;
   double scale = 1.0;
   double eps_k = 1e-6;  // NLMS
+  bool normalize_qk = false;  // q, k rows divided by sqrt(||row||^2 + 1e-6) before anything else
   std::vector<double> q, k, v, g, beta, s0;
   std::vector<std::int64_t> cu;
 
@@ -97,9 +98,21 @@ inline void matrix_step(const problem& p, int b, int t, int h, int hv, std::vect
 ///   longhorn:  the delta update with beta_t = delta_t / (1 + delta_t ||k_t||^2)
 ///   nlms:      the delta update with beta_t = 1 / (||k_t||^2 + eps_k)
 ///   longhorn_diagonal (docs/math.md#longhorn-official): longhorn_diagonal_step
-/// and o_t = S_t (scale q_t).
+/// and o_t = S_t (scale q_t). With normalize_qk, every q and k row x is first replaced by
+/// x / sqrt(||x||^2 + 1e-6).
 inline result run(const problem& p) {
   const dims& d = p.d;
+  if (p.normalize_qk) {
+    problem u = p;
+    u.normalize_qk = false;
+    for (std::vector<double>* x : {&u.q, &u.k})
+      for (std::size_t row = 0; row < x->size(); row += std::size_t(d.K)) {
+        double ss = 0;
+        for (int i = 0; i < d.K; ++i) ss += (*x)[row + i] * (*x)[row + i];
+        for (int i = 0; i < d.K; ++i) (*x)[row + i] /= std::sqrt(ss + 1e-6);
+      }
+    return run(u);
+  }
   const int N = p.sequences();
   result r;
   r.o.assign(std::size_t(d.B) * d.T * d.HV * d.V, 0.0);

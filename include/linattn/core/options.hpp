@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Per-call options shared by every form: scale, chunk size, state in/out, packed batches,
-/// state pools and checkpoints (serving), threads and the optional input scan.
+/// state pools and checkpoints (serving), q/k normalisation, threads and the optional input
+/// scan.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,9 @@ class integer_list_view {
 /// Offsets of a packed variable-length batch (`N + 1` entries, `0 = o_0 <= ... <= o_N = T`).
 using seqlens_view = integer_list_view;
 
+/// The epsilon of options::normalize_qk: x / sqrt(||x||^2 + qk_norm_epsilon) (fla's value).
+inline constexpr double qk_norm_epsilon = 1e-6;
+
 /// Options of a call. `Real` is the state type: `float` for float inputs, `double` for double
 /// inputs (`la::options opt;` deduces `float`).
 template <class Real = float>
@@ -80,6 +84,11 @@ struct options {
   /// min((j + 1) checkpoint_every, length_n) tokens; entries j >= ceil(length_n /
   /// checkpoint_every) (shorter packed sequences) are left untouched.
   tensor_view<Real, 5> checkpoints{};
+  /// Divide every q and k row (one token, one head; for a rule with several keys per token,
+  /// each key) by sqrt(||row||^2 + qk_norm_epsilon) before the rule sees it, as fla's
+  /// `use_qk_l2norm_in_kernel` does; the backward forms then give the gradients of the
+  /// caller's (unnormalised) q and k. Costs a normalised copy of q and k per call.
+  bool normalize_qk = false;
   /// Threads to use: 0 = every core the process may run on (its affinity mask); more than that
   /// is capped there. Results do not depend on this.
   int threads = 0;

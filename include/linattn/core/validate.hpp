@@ -414,7 +414,8 @@ class call_checker {
 
   /// The delta update S += beta (v - S k) k^T contracts only while beta ||k||^2 <= 2: beyond
   /// that the recurrence itself diverges geometrically (keys not L2-normalised, the usual
-  /// cause). Rules whose beta bounds it (Longhorn, NLMS) always pass.
+  /// cause). Rules whose beta bounds it (Longhorn, NLMS) always pass; with
+  /// options::normalize_qk the bound is checked on the normalised key.
   /// (A Householder product: every sub-step j, at [b, t, j, value head].)
   void scan_write_strength() {
     const auto& k = in_.k;
@@ -430,6 +431,7 @@ class call_checker {
               else x = static_cast<double>(k(b, t, p_.qk_head(hv), d));
               kk += x * x;
             }
+            if (opt_.normalize_qk) kk /= kk + qk_norm_epsilon;  // the key the rule will see
             double w;
             if constexpr (product) w = Rule::beta(in_, b, t, j, hv, kk) * kk;
             else w = Rule::template beta<T, double>(in_, b, t, hv, kk) * kk;

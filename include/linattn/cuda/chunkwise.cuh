@@ -17,6 +17,7 @@
 #include "host/call_setup.cuh"
 #include "host/launch.cuh"
 #include "host/plan.cuh"
+#include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/chunk_local_mma.cuh"
 #include "kernels/chunk_local_wmma.cuh"
@@ -126,7 +127,8 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
   const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()));
   detail::scratch ws(plan.workspace.bytes, stream);
-  detail::chunk_args<Rule, E> args(in, out, opt.initial_state, opt.final_state, p);
+  const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
+  detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);
   detail::with_checkpoints(args, opt, p);
   plan.bind(args, ws, p, stream);
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {

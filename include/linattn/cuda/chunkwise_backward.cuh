@@ -24,6 +24,7 @@
 #include "host/backward_plan.cuh"
 #include "host/call_setup.cuh"
 #include "host/launch.cuh"
+#include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/backward/chunk_gradients.cuh"
 #include "kernels/backward/chunk_state_passes.cuh"
@@ -55,7 +56,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   constexpr bool corrects = detail::corrects<Rule>;
   const detail::backward_plan plan(p, corrects, detail::multiprocessors());
   detail::scratch ws(plan.workspace.bytes, stream);
-  detail::backward_args<Rule, E> args(in, dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);
+  const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
+  detail::backward_args<Rule, E> args(qk.inputs(), dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);
   plan.bind(args, ws, p, stream);
   if (p.N == 0) return;
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
@@ -76,6 +78,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
       launch<detail::chunk_gradients_storage<K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
                                                     args, stream, "chunk_gradients_kernel");
   });
+  if (opt.normalize_qk) detail::chain_qk_normalization(in, grads, stream);
 }
 
 }  // namespace linattn::cuda

@@ -13,6 +13,7 @@
 #include "../core/tensor_view.hpp"
 #include "host/call_setup.cuh"
 #include "host/plan.cuh"
+#include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/token_recurrence.cuh"
 #include "tile/dims.cuh"
@@ -46,7 +47,8 @@ void recurrent_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::recurrent, in, out, opt, nullptr, cu);
-  detail::token_args<Rule, E> args(in, out, opt.initial_state, opt.final_state, p);
+  const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
+  detail::token_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);
   detail::with_checkpoints(args, opt, p);
   detail::run_tokens(args, p, stream);
 }
@@ -65,7 +67,8 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::decode, in, out, opt, &state, cu);
-  detail::token_args<Rule, E> args(in, out, state, state, p);
+  const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
+  detail::token_args<Rule, E> args(qk.inputs(), out, state, state, p);
   detail::with_checkpoints(args, opt, p);
   detail::run_tokens(args, p, stream);
 }

@@ -20,6 +20,7 @@
 #include "../core/tensor_view.hpp"
 #include "host/call_setup.cuh"
 #include "host/launch.cuh"
+#include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
 #include "host/workspace_pool.cuh"
 #include "kernels/draft_commit.cuh"
@@ -52,7 +53,8 @@ void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std
       {{"record.keys", record.keys.data()},
        {"record.updates", record.updates.data()},
        {"record.log_decay", record.log_decay.data()}});
-  detail::token_args<Rule, E> args(in, out, pool, {}, p);
+  const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
+  detail::token_args<Rule, E> args(qk.inputs(), out, pool, {}, p);
   args.record = record;
   detail::run_tokens(args, p, stream);
 }

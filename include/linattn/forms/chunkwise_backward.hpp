@@ -14,6 +14,7 @@
 #include "../core/tensor_view.hpp"
 #include "../core/validate_backward.hpp"
 #include "../cpu/algorithms.hpp"
+#include "../cpu/io/qk_normalization.hpp"
 #include "declarations.hpp"
 
 namespace linattn {
@@ -34,7 +35,9 @@ void chunkwise_backward(const inputs_t<Rule, G>& in, tensor_view<G, 4> grad_out,
   if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule> && has_gradients<Rule>) {
     const tensor_view<const T, 4> dout = grad_out;
     const detail::problem p = detail::validate_backward<Rule>(detail::form::chunkwise_backward, in, dout, grads, opt);
-    detail::algorithm<typename Rule::family, detail::form::chunkwise_backward>::template run<Rule>(in, dout, grads, opt, p);
+    const cpu::qk_normalized<inputs_t<Rule, G>> qk(in, opt.normalize_qk, opt.threads);
+    detail::algorithm<typename Rule::family, detail::form::chunkwise_backward>::template run<Rule>(qk.inputs(), dout, grads, opt, p);
+    if (opt.normalize_qk) cpu::chain_qk_normalization(in, grads, opt.threads);
   }
 }
 

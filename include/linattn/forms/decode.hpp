@@ -12,6 +12,7 @@
 #include "../core/tensor_view.hpp"
 #include "../core/validate.hpp"
 #include "../cpu/algorithms.hpp"
+#include "../cpu/io/qk_normalization.hpp"
 #include "declarations.hpp"
 
 namespace linattn {
@@ -24,7 +25,8 @@ void decode_step(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, tensor_view
                  const options<state_t<T>>& opt) {
   if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule>) {
     const detail::problem p = detail::validate<Rule>(detail::form::decode, in, out, opt, &state);
-    detail::algorithm<typename Rule::family, detail::form::decode>::template run<Rule>(in, out, state, opt, p);
+    const cpu::qk_normalized<inputs_t<Rule, T>> qk(in, opt.normalize_qk, opt.threads);
+    detail::algorithm<typename Rule::family, detail::form::decode>::template run<Rule>(qk.inputs(), out, state, opt, p);
   }
 }
 

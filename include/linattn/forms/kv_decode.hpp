@@ -13,6 +13,7 @@
 #include "../core/kv_cache.hpp"
 #include "../core/options.hpp"
 #include "../core/validate.hpp"
+#include "../cpu/io/qk_normalization.hpp"
 #include "../cpu/softmax/algorithms.hpp"
 #include "../cpu/runtime/task_runner.hpp"
 
@@ -34,15 +35,17 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
                         "), expected (B, H, HV, K, V) of the inputs = (" + std::to_string(p.B) + ", " +
                         std::to_string(p.H) + ", " + std::to_string(p.HV) + ", " + std::to_string(p.K) + ", " +
                         std::to_string(p.V) + ")");
+  const cpu::qk_normalized<typename Rule::template inputs<U>> qk(in, opt.normalize_qk, opt.threads);
+  const auto& x = qk.inputs();
   for (index_t t = 0; t < p.T; ++t) {
     for (index_t b = 0; b < p.B; ++b)
-      cache.append(b, [&](index_t h, index_t i) { return in.k(b, t, h, i); },
-                   [&](index_t hv, index_t j) { return in.v(b, t, hv, j); });
+      cache.append(b, [&](index_t h, index_t i) { return x.k(b, t, h, i); },
+                   [&](index_t hv, index_t j) { return x.v(b, t, hv, j); });
     cpu::for_each_head(
         p, [&] { return std::tuple<cpu::row_vec<A>, cpu::col_vec<A>, cpu::row_vec<A>>(p.K, 0, p.V); },
         [&](auto& w, const cpu::head_task& h) {
           auto& [q, s, o] = w;
-          cpu::load_rows(in.q, h.b, t, h.hq, 1, q, static_cast<A>(p.scale));
+          cpu::load_rows(x.q, h.b, t, h.hq, 1, q, static_cast<A>(p.scale));
           cpu::softmax_read(cache.keys(h.b, h.hq), cache.values(h.b, h.hv), cache.length(h.b), p.K, p.V, q, s, o);
           cpu::store_rows(out, h.b, t, h.hv, 1, o);
         });

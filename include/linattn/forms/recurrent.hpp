@@ -11,6 +11,7 @@
 #include "../core/tensor_view.hpp"
 #include "../core/validate.hpp"
 #include "../cpu/algorithms.hpp"
+#include "../cpu/io/qk_normalization.hpp"
 #include "declarations.hpp"
 
 namespace linattn {
@@ -22,7 +23,8 @@ template <rule Rule, class T>
 void recurrent_forward(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, const options<state_t<T>>& opt) {
   if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule>) {
     const detail::problem p = detail::validate<Rule>(detail::form::recurrent, in, out, opt);
-    detail::algorithm<typename Rule::family, detail::form::recurrent>::template run<Rule>(in, out, opt, p);
+    const cpu::qk_normalized<inputs_t<Rule, T>> qk(in, opt.normalize_qk, opt.threads);
+    detail::algorithm<typename Rule::family, detail::form::recurrent>::template run<Rule>(qk.inputs(), out, opt, p);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "../core/tensor_view.hpp"
 #include "../core/validate.hpp"
 #include "../core/view_checks.hpp"
+#include "../cpu/io/qk_normalization.hpp"
 #include "../cpu/linear/draft_algorithms.hpp"
 #include "recurrent.hpp"
 
@@ -67,7 +68,8 @@ void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std
     const detail::problem p = checker.check(out, nullptr, [&](auto& c) {
       detail::check_draft_record<Rule>(c, record, c.sizes().N, c.sizes().max_length());
     });
-    cpu::verify_with_record<Rule, T>(in, out, pool, record, p);
+    const cpu::qk_normalized<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, opt.threads);
+    cpu::verify_with_record<Rule, T>(qk.inputs(), out, pool, record, p);
   }
 }
 

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// options::normalize_qk on the device: one warp per row (one token and head of a `[B, T, H, D]`
+/// view, any strides), fp32 sums. `normalize_rows_kernel` writes x / sqrt(||x||^2 + eps) to a
+/// contiguous copy; `chain_normalization_kernel` turns, in place, the gradient of that copy into
+/// the gradient of x: dx <- (dx - x (x . dx) / r^2) / r, r = sqrt(||x||^2 + eps).
+#pragma once
+
+#include "../../core/options.hpp"
+#include "../../core/tensor_view.hpp"
+#include "../tile/scalar.cuh"
+
+namespace linattn::cuda::detail {
+
+inline constexpr int row_norm_warps = 8;  // rows (warps) per block
+
+/// The warp's sum of x over its 32 lanes, in every lane.
+__device__ inline float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+/// The row this warp owns, as (b, t, h); false past the last row.
+__device__ inline bool row_of_warp(index_t T, index_t H, index_t rows, index_t& b, index_t& t, index_t& h) {
+  const index_t r = index_t(blockIdx.x) * row_norm_warps + threadIdx.x / 32;
+  if (r >= rows) return false;
+  h = r % H;
+  t = (r / H) % T;
+  b = r / (H * T);
+  return true;
+}
+
+/// out (contiguous `[B, T, H, D]`) <- x with every row divided by sqrt(||row||^2 + eps).
+template <class E>
+__global__ void __launch_bounds__(32 * row_norm_warps) normalize_rows_kernel(tensor_view<const E, 4> x, E* out) {
+  const index_t T = x.extent(1), H = x.extent(2), D = x.extent(3);
+  index_t b, t, h;
+  if (!row_of_warp(T, H, x.extent(0) * T * H, b, t, h)) return;
+  const int lane = threadIdx.x % 32;
+  float ss = 0;
+  for (index_t d = lane; d < D; d += 32) {
+    const float v = to_float(x(b, t, h, d));
+    ss += v * v;
+  }
+  const float inv = rsqrtf(warp_sum(ss) + float(qk_norm_epsilon));
+  E* row = out + ((b * T + t) * H + h) * D;
+  for (index_t d = lane; d < D; d += 32) row[d] = from_float<E>(to_float(x(b, t, h, d)) * inv);
+}
+
+/// dx <- the gradient of x from the gradient of its normalised copy, row by row, in place.
+template <class E>
+__global__ void __launch_bounds__(32 * row_norm_warps)
+    chain_normalization_kernel(tensor_view<const E, 4> x, tensor_view<E, 4> dx) {
+  const index_t T = x.extent(1), H = x.extent(2), D = x.extent(3);
+  index_t b, t, h;
+  if (!row_of_warp(T, H, x.extent(0) * T * H, b, t, h)) return;
+  const int lane = threadIdx.x % 32;
+  float ss = 0, dot = 0;
+  for (index_t d = lane; d < D; d += 32) {
+    const float v = to_float(x(b, t, h, d));
+    ss += v * v;
+    dot += v * to_float(dx(b, t, h, d));
+  }
+  const float r2 = warp_sum(ss) + float(qk_norm_epsilon), inv = rsqrtf(r2), c = warp_sum(dot) / r2;
+  for (index_t d = lane; d < D; d += 32)
+    dx(b, t, h, d) = from_float<E>((to_float(dx(b, t, h, d)) - to_float(x(b, t, h, d)) * c) * inv);
+}
+
+}  // namespace linattn::cuda::detail
