@@ -220,12 +220,19 @@ void add_row(const std::string& name, const row_info& info) {
   order().push_back(name);
 }
 
-/// The element types a row runs in: float, or 16-bit q, k, v (bfloat16) with the gates and
-/// betas in bfloat16 too or in float (fla's mixed precision); the state is float in all three.
-enum class precision { f32, bf16, bf16_f32_gates };
+/// How a row calls the rule: float inputs; 16-bit q, k, v (bfloat16) with the gates and betas
+/// in bfloat16 too or in float (fla's mixed precision; the state is float in all three); or
+/// float inputs with options::normalize_qk (the cost of normalising q and k in the call).
+enum class variant { f32, bf16, bf16_f32_gates, normalize_qk };
 
-inline const char* precision_suffix(precision p) {
-  return p == precision::f32 ? "" : p == precision::bf16 ? ":bf16" : ":bf16+f32g";
+inline const char* variant_suffix(variant p) {
+  switch (p) {
+    case variant::f32: return "";
+    case variant::bf16: return ":bf16";
+    case variant::bf16_f32_gates: return ":bf16+f32g";
+    case variant::normalize_qk: return ":normalize_qk";
+  }
+  return "";
 }
 
 /// GatedDelta's inputs in bfloat16 (q, k, v; g and beta in bfloat16 or float), rounded from
@@ -251,11 +258,13 @@ struct gated_delta_16 {
 
 /// Times one call: every output written and finite, or the row reports an error.
 template <class Rule, class In, class E>
-void time_form(benchmark::State& state, form f, const shape& s, double flops, const In& in, std::vector<E>& out_data) {
+void time_form(benchmark::State& state, form f, const shape& s, double flops, const In& in, std::vector<E>& out_data,
+               bool normalize_qk = false) {
   const auto out = la::view(out_data.data(), s.B, s.T, s.H, s.V);  // [B, T, H, V]
   la::options<float> opt;
   opt.chunk_size = s.C;
   opt.threads = s.threads;
+  opt.normalize_qk = normalize_qk;
   std::fill(out_data.begin(), out_data.end(), E(std::numeric_limits<float>::quiet_NaN()));
   bool failed = false;
   for (auto _ : state) {
@@ -279,16 +288,16 @@ void time_form(benchmark::State& state, form f, const shape& s, double flops, co
 }
 
 template <class Rule>
-void bench_form(benchmark::State& state, form f, const shape& s, double flops, precision p) {
+void bench_form(benchmark::State& state, form f, const shape& s, double flops, variant p) {
   input_data& d = inputs_for(s);
   if constexpr (std::is_same_v<Rule, la::GatedDelta>) {
-    if (p != precision::f32) {
+    if (p == variant::bf16 || p == variant::bf16_f32_gates) {
       gated_delta_16 x(d);
-      time_form<Rule>(state, f, s, flops, x.inputs(d, p == precision::bf16_f32_gates), x.out);
+      time_form<Rule>(state, f, s, flops, x.inputs(d, p == variant::bf16_f32_gates), x.out);
       return;
     }
   }
-  time_form<Rule>(state, f, s, flops, make_inputs<Rule>(d), d.out);
+  time_form<Rule>(state, f, s, flops, make_inputs<Rule>(d), d.out, p == variant::normalize_qk);
 }
 
 // ---- decode -------------------------------------------------------------------------------
@@ -428,10 +437,10 @@ void apply(benchmark::internal::Benchmark* b, const run_settings& r, bool real_t
         ->ComputeStatistics("min", [](const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); });
 }
 
-/// (`p`: bfloat16 rows exist for GatedDelta; their rule name carries the precision.)
+/// (`p`: the other variants' rows exist for GatedDelta; their rule name carries the variant.)
 template <class Rule>
-void add_form(form f, const shape& s, const run_settings& r, precision p = precision::f32) {
-  const std::string rule = std::string(Rule::name) + precision_suffix(p);
+void add_form(form f, const shape& s, const run_settings& r, variant p = variant::f32) {
+  const std::string rule = std::string(Rule::name) + variant_suffix(p);
   std::string name = rule + "/" + form_name(f) + "/T:" + std::to_string(s.T) +
                      "/H:" + std::to_string(s.H) + "/K:" + std::to_string(s.K);
   if (f == form::chunkwise) name += "/C:" + std::to_string(s.C);
@@ -495,7 +504,8 @@ void register_all(mode m) {
     const run_settings r{0, 0, 5};
     add_rules<Hebbian, ScalarDecay, VectorDecay, GatedDelta>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1, 2}, true, r);
     // 16-bit inputs (float state): bfloat16 q, k, v with g and beta in bfloat16 or in float.
-    for (precision p : {precision::bf16, precision::bf16_f32_gates})
+    // Float inputs with options::normalize_qk: what normalising q and k inside the call costs.
+    for (variant p : {variant::bf16, variant::bf16_f32_gates, variant::normalize_qk})
       for (form f : {form::recurrent, form::chunkwise}) add_form<GatedDelta>(f, shape{1, 4096, 8, 128, 128, 64}, r, p);
     add_rules<Delta, Longhorn, LonghornDiagonal, NLMS, KDA, RWKV7, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, true, r);
     // n_h = 2: the parallel form would be one 8192-sub-step system per head (O(L^2) memory).
@@ -575,7 +585,7 @@ void register_all(mode m) {
     // T not a multiple of C, K != V, B > 1: every code path, in milliseconds.
     add_rules<Hebbian, ScalarDecay, VectorDecay, Delta, GatedDelta, Longhorn, LonghornDiagonal, KDA, RWKV7, mLSTM, Mamba,
               DeltaProduct, GatedDeltaProduct, RLS>(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
-    for (precision p : {precision::bf16, precision::bf16_f32_gates})
+    for (variant p : {variant::bf16, variant::bf16_f32_gates, variant::normalize_qk})
       for (form f : {form::recurrent, form::chunkwise}) add_form<GatedDelta>(f, shape{2, 72, 2, 16, 24, 16}, {0, 2, 0}, p);
     add_softmax(shape{2, 72, 2, 16, 24, 16}, {16}, {1, 2}, true, {0, 2, 0});
     add_gemm({0, 1, 0});

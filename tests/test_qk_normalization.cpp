@@ -196,3 +196,17 @@ TEST_CASE("normalize_qk: DeltaProduct's keys (one per Householder step) and veri
   la::recurrent_forward<la::GatedDelta>(gated_inputs(qn, kn), la::view(want.data(), B, T, HV, V), from_pool);
   CHECK(max_diff(got, want) < 1e-5);
 }
+
+TEST_CASE("normalize_qk: the same bits on 1, 2 and 3 threads, and after trim_scratch()", "[qk_norm][threads]") {
+  std::mt19937_64 rng(4106);
+  auto p = unnormalised_problem<la::GatedDelta>(rng, {.B = 2, .T = 300, .H = 2, .HV = 4, .K = 32, .V = 24});
+  const auto first = run<la::GatedDelta, float>(form::chunkwise, p, {.chunk = 32, .threads = 1, .normalize_qk = true});
+  for (int threads : {2, 3}) {
+    la::trim_scratch();  // the next call leases new buffers
+    const auto again = run<la::GatedDelta, float>(form::chunkwise, p, {.chunk = 32, .threads = threads, .normalize_qk = true});
+    CAPTURE(threads);
+    CHECK(again.r.o == first.r.o);
+    CHECK(again.r.s == first.r.s);
+  }
+  CHECK(rel_err(first.r.o, ref::run(p).o) < tolerance<float>());
+}

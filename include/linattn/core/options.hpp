@@ -87,7 +87,8 @@ struct options {
   /// Divide every q and k row (one token, one head; for a rule with several keys per token,
   /// each key) by sqrt(||row||^2 + qk_norm_epsilon) before the rule sees it, as fla's
   /// `use_qk_l2norm_in_kernel` does; the backward forms then give the gradients of the
-  /// caller's (unnormalised) q and k. Costs a normalised copy of q and k per call.
+  /// caller's (unnormalised) q and k. Costs a normalised copy of q and k per call (CPU: in
+  /// scratch buffers kept for later calls, linattn::trim_scratch(); CUDA: in the workspace).
   bool normalize_qk = false;
   /// Threads to use: 0 = every core the process may run on (its affinity mask); more than that
   /// is capped there. Results do not depend on this.
