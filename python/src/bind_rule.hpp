@@ -25,15 +25,15 @@ void with_real(const array& q, F&& f) {
 }
 
 /// forward_<rule>(form, q, k, v, extras, out, initial_state, final_state, cu_seqlens, scale,
-/// number, chunk_size, threads, check_finite): form "chunk" (chunkwise_forward) or "recurrent" (recurrent_forward).
+/// normalize_qk, number, chunk_size, threads, check_finite): form "chunk" (chunkwise_forward) or "recurrent" (recurrent_forward).
 template <class Rule>
 void forward(const std::string& form, const array& q, const array& k, const array& v, const arrays& extras,
              const array& out, const maybe_array& initial_state, const maybe_array& final_state,
-             const maybe_array& cu_seqlens, double scale, double number, int chunk_size, int threads,
-             bool check_finite) {
+             const maybe_array& cu_seqlens, double scale, bool normalize_qk, double number, int chunk_size,
+             int threads, bool check_finite) {
   with_real(q, [&]<class T>() {
     const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
-    auto opt = make_options<T>(scale, initial_state, final_state, cu_seqlens, memory::host, memory::host);
+    auto opt = make_options<T>(scale, normalize_qk, initial_state, final_state, cu_seqlens, memory::host, memory::host);
     opt.check_finite = check_finite;
     opt.chunk_size = chunk_size;
     opt.threads = threads;
@@ -46,17 +46,19 @@ void forward(const std::string& form, const array& q, const array& k, const arra
 }
 
 /// backward_<rule>(q, k, v, extras, grad_out, grad_final_state, initial_state,
-/// grad_initial_state, dq, dk, dv, dextras, cu_seqlens, scale, number, chunk_size, threads): chunkwise_backward (the
+/// grad_initial_state, dq, dk, dv, dextras, cu_seqlens, scale, normalize_qk, number, chunk_size,
+/// threads): chunkwise_backward (the
 /// gradients of either forward form: they compute the same function).
 template <class Rule>
 void backward(const array& q, const array& k, const array& v, const arrays& extras, const array& grad_out,
               const maybe_array& grad_final_state, const maybe_array& initial_state,
               const maybe_array& grad_initial_state, const array& dq, const array& dk, const array& dv,
-              const arrays& dextras, const maybe_array& cu_seqlens, double scale, double number, int chunk_size, int threads) {
+              const arrays& dextras, const maybe_array& cu_seqlens, double scale, bool normalize_qk, double number,
+              int chunk_size, int threads) {
   with_real(q, [&]<class T>() {
     const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
     const auto grads = make_gradients<Rule, T>(dq, dk, dv, dextras, memory::host);
-    auto opt = make_backward_options<T>(scale, initial_state, grad_final_state, grad_initial_state, cu_seqlens,
+    auto opt = make_backward_options<T>(scale, normalize_qk, initial_state, grad_final_state, grad_initial_state, cu_seqlens,
                                         memory::host, memory::host);
     opt.chunk_size = chunk_size;
     opt.threads = threads;
@@ -71,12 +73,13 @@ template <class Rule>
 void bind_rule(nb::module_& m, const std::string& name) {
   using namespace nb::literals;
   m.def(("forward_" + name).c_str(), &forward<Rule>, "form"_a, "q"_a, "k"_a, "v"_a, "extras"_a, "out"_a,
-        "initial_state"_a.none(), "final_state"_a.none(), "cu_seqlens"_a.none(), "scale"_a, "number"_a, "chunk_size"_a, "threads"_a,
-        "check_finite"_a);
+        "initial_state"_a.none(), "final_state"_a.none(), "cu_seqlens"_a.none(), "scale"_a, "normalize_qk"_a, "number"_a, "chunk_size"_a,
+        "threads"_a, "check_finite"_a);
   if constexpr (has_gradients<Rule>)
     m.def(("backward_" + name).c_str(), &backward<Rule>, "q"_a, "k"_a, "v"_a, "extras"_a, "grad_out"_a,
           "grad_final_state"_a.none(), "initial_state"_a.none(), "grad_initial_state"_a.none(), "dq"_a, "dk"_a,
-          "dv"_a, "dextras"_a, "cu_seqlens"_a.none(), "scale"_a, "number"_a, "chunk_size"_a, "threads"_a);
+          "dv"_a, "dextras"_a, "cu_seqlens"_a.none(), "scale"_a, "normalize_qk"_a, "number"_a, "chunk_size"_a,
+          "threads"_a);
 }
 
 }  // namespace linattn::python

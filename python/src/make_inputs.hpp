@@ -67,27 +67,29 @@ gradients_t<Rule, T> make_gradients(const array& dq, const array& dk, const arra
   return grads;
 }
 
-/// A forward call's options: scale, initial_state in, final_state out, cu_seqlens (read where
-/// `seqlens` says).
+/// A forward call's options: scale, q/k normalisation, initial_state in, final_state out,
+/// cu_seqlens (read where `seqlens` says).
 template <class T>
-options<T> make_options(double scale, const maybe_array& initial_state, const maybe_array& final_state,
+options<T> make_options(double scale, bool normalize_qk, const maybe_array& initial_state, const maybe_array& final_state,
                         const maybe_array& cu_seqlens, memory where, memory seqlens) {
   options<T> opt;
   opt.scale = scale;
+  opt.normalize_qk = normalize_qk;
   opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", where);
   opt.final_state = as_view<T, 4>(final_state, "final_state", where);
   opt.cu_seqlens = as_seqlens(cu_seqlens, seqlens);
   return opt;
 }
 
-/// A backward call's options: scale, initial_state and grad_final_state in, grad_initial_state
-/// out, cu_seqlens.
+/// A backward call's options: scale, q/k normalisation, initial_state and grad_final_state in,
+/// grad_initial_state out, cu_seqlens.
 template <class T>
-backward_options<T> make_backward_options(double scale, const maybe_array& initial_state,
+backward_options<T> make_backward_options(double scale, bool normalize_qk, const maybe_array& initial_state,
                                           const maybe_array& grad_final_state, const maybe_array& grad_initial_state,
                                           const maybe_array& cu_seqlens, memory where, memory seqlens) {
   backward_options<T> opt;
   opt.scale = scale;
+  opt.normalize_qk = normalize_qk;
   opt.initial_state = as_view<const T, 4>(initial_state, "initial_state", where);
   opt.cu_seqlens = as_seqlens(cu_seqlens, seqlens);
   opt.grad_final_state = as_view<const T, 4>(grad_final_state, "grad_final_state", where);

@@ -74,6 +74,32 @@ def test_gradcheck(name, call, rule, takes):
     assert torch.autograd.gradcheck(f, inputs, eps=1e-6, atol=1e-7, rtol=1e-5)
 
 
+L2NORM = [c for c in CASES if c[0] not in ("chunk_simple_gla", "chunk_gla", "chunk_linear_attn")]
+
+
+@pytest.mark.parametrize("name,call,rule,takes", L2NORM, ids=[c[0] for c in L2NORM])
+def test_gradients_through_l2norm_in_kernel(name, call, rule, takes):
+    """use_qk_l2norm_in_kernel: the library normalises q and k inside its call and its backward
+    gives the gradients of the caller's q and k; against autograd through the reference on
+    normalised inputs. q and k rows 0.1 to 30 long, so the normalisation's gradient matters."""
+    q, k, v, g, beta = make_inputs(T=37, HV=4, K=16, V=12, dtype=torch.float64, normalize_keys=False)
+    q = q * 10 ** (2.5 * torch.rand(*q.shape[:3], 1, dtype=torch.float64) - 1)
+    k = k * 10 ** (2.5 * torch.rand(*k.shape[:3], 1, dtype=torch.float64) - 1)
+    h0 = make_state(2, 4, 16, 12, dtype=torch.float64)
+    for x in (q, k, v, g, beta, h0):
+        x.requires_grad_(True)
+    g_, b_ = used(takes, g, beta)
+    inputs = [x for x in (q, k, v, g_, b_, h0) if x is not None]
+    do = torch.randn(2, 37, 4, 12, dtype=torch.float64)
+    ds = torch.randn(2, 4, 16, 12, dtype=torch.float64)
+    got = _grads(call(q, k, v, g, beta, initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True),
+                 inputs, do, ds)
+    n = lambda x: x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+    want = _grads(reference(rule, n(q), n(k), v, g_, b_, h0=h0), inputs, do, ds)
+    for a, b in zip(got, want):
+        close(a, b, 1e-9)
+
+
 def test_strong_gate_gradients():
     q, k, v, g, beta = make_inputs(T=70, dtype=torch.float64, strong=True, requires_grad=True)
     do = torch.randn(2, 70, 4, 12, dtype=torch.float64)

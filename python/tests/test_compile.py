@@ -13,12 +13,13 @@ from conftest import close, make_inputs, make_state
 def test_opcheck_forward_and_backward():
     q, k, v, g, beta = make_inputs(T=9, dtype=torch.float64, requires_grad=True)
     h0 = make_state(2, 4, 16, 12, dtype=torch.float64, requires_grad=True)
-    args = ("gated_delta", "chunk", q, k, v, [g, beta], h0, None, 0.25, 0.0, 4, True)
-    torch.library.opcheck(torch.ops.linattn.forward.default, args)
+    for normalize_qk in (False, True):
+        args = ("gated_delta", "chunk", q, k, v, [g, beta], h0, None, 0.25, normalize_qk, 0.0, 4, True)
+        torch.library.opcheck(torch.ops.linattn.forward.default, args)
     cu = torch.tensor([0, 4, 9])
     qp, kp, vp, gp, bp = make_inputs(B=1, T=9, dtype=torch.float64)
     torch.library.opcheck(torch.ops.linattn.forward.default,
-                          ("delta", "recurrent", qp, kp, vp, [bp], None, cu, 0.25, 0.0, 64, True))
+                          ("delta", "recurrent", qp, kp, vp, [bp], None, cu, 0.25, False, 0.0, 64, True))
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

@@ -82,20 +82,23 @@ def runs_16bit(rule, form, q, k, v, chunk_size):
             and v.dtype == q.dtype and _cuda_supports(rule, form, q, v, chunk_size))
 
 
-def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size,
+def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number, chunk_size,
             output_final_state, out, final_state):
-    """Writes `out` [B, T, HV, V] and, if given, `final_state` [N, HV, K, V(+K)]."""
+    """Writes `out` [B, T, HV, V] and, if given, `final_state` [N, HV, K, V(+K)]; `normalize_qk`:
+    q and k L2-normalised inside the call (linattn::options::normalize_qk)."""
     if q.device.type == "cpu":
         with _python_names():
             getattr(_cpu, "forward_" + rule)(form, q, k, v, list(extras), out, initial_state, final_state,
-                                             cu_seqlens, scale, number, chunk_size, _threads(), _check_values)
+                                             cu_seqlens, scale, normalize_qk, number, chunk_size, _threads(),
+                                             _check_values)
         return
     if q.device.type == "cuda" and _cuda_supports(rule, form, q, v, chunk_size):
         stream = torch.cuda.current_stream(q.device).cuda_stream
         dense = lambda t: None if t is None else t.contiguous()   # the device kernels' row layout
         with torch.cuda.device(q.device), _python_names():
             getattr(_cuda, "forward_" + rule)(form, dense(q), dense(k), dense(v), [dense(e) for e in extras], out,
-                                              dense(initial_state), final_state, cu_seqlens, scale, number, stream)
+                                              dense(initial_state), final_state, cu_seqlens, scale, normalize_qk,
+                                              number, stream)
         return
     _warn_once(("forward", rule, q.device.type),
                f"linattn: {rule} {form} forward on {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
@@ -103,14 +106,14 @@ def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, numbe
     host_out = torch.empty(out.shape, dtype=out.dtype)
     host_state = None if final_state is None else torch.empty(final_state.shape, dtype=final_state.dtype)
     forward(rule, form, _host(q), _host(k), _host(v), [_host(e) for e in extras], _host(initial_state),
-            _host(cu_seqlens), scale, number, chunk_size, output_final_state, host_out, host_state)
+            _host(cu_seqlens), scale, normalize_qk, number, chunk_size, output_final_state, host_out, host_state)
     out.copy_(host_out)
     if final_state is not None:
         final_state.copy_(host_state)
 
 
-def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, number,
-             chunk_size, grads, grad_initial_state):
+def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, normalize_qk,
+             number, chunk_size, grads, grad_initial_state):
     """Writes grads = [dq, dk, dv, d(extras)...] and, if given, grad_initial_state."""
     if not RULES[rule].backward:
         raise NotImplementedError(f"linattn: the {rule} rule has no backward pass (forward only)")
@@ -118,7 +121,7 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
         with _python_names():
             getattr(_cpu, "backward_" + rule)(q, k, v, list(extras), grad_out, grad_final_state, initial_state,
                                               grad_initial_state, grads[0], grads[1], grads[2], list(grads[3:]),
-                                              cu_seqlens, scale, number, chunk_size, _threads())
+                                              cu_seqlens, scale, normalize_qk, number, chunk_size, _threads())
         return
     if q.device.type == "cuda" and _cuda_supports(rule, "chunk", q, v, 64):
         stream = torch.cuda.current_stream(q.device).cuda_stream
@@ -127,7 +130,7 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
             getattr(_cuda, "backward_" + rule)(dense(q), dense(k), dense(v), [dense(e) for e in extras],
                                                dense(grad_out), dense(grad_final_state), dense(initial_state),
                                                grad_initial_state, grads[0], grads[1], grads[2], list(grads[3:]),
-                                               cu_seqlens, scale, number, stream)
+                                               cu_seqlens, scale, normalize_qk, number, stream)
         return
     _warn_once(("backward", rule, q.device.type),
                f"linattn: the {rule} backward of {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
@@ -136,8 +139,8 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
     host_gs0 = None if grad_initial_state is None else torch.empty(grad_initial_state.shape,
                                                                   dtype=grad_initial_state.dtype)
     backward(rule, _host(q), _host(k), _host(v), [_host(e) for e in extras], _host(grad_out),
-             _host(grad_final_state), _host(initial_state), _host(cu_seqlens), scale, number, chunk_size,
-             host_grads, host_gs0)
+             _host(grad_final_state), _host(initial_state), _host(cu_seqlens), scale, normalize_qk, number,
+             chunk_size, host_grads, host_gs0)
     for g, h in zip(grads, host_grads):
         g.copy_(h)
     if grad_initial_state is not None:

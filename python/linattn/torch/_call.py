@@ -8,8 +8,8 @@
   float32); every other call runs in float64 when any input is float64, else in float32
   (converted here). `o` comes back in q's dtype, the final state in float32 for 16-bit calls
   (as fla returns it) and in the compute dtype otherwise;
-- `use_qk_l2norm_in_kernel`: q and k divided by sqrt(sum x^2 + 1e-6) in the compute dtype
-  (differentiated by autograd);
+- `use_qk_l2norm_in_kernel`: q and k divided by sqrt(sum x^2 + 1e-6) inside the library's call
+  (linattn::options::normalize_qk; its backward returns the gradients of the caller's q and k);
 - argument checks that must come before any torch op (ValueError naming the argument); the
   library checks the rest (shapes, heads, offsets) and its messages name the argument too.
 """
@@ -59,10 +59,6 @@ def known(kwargs, names=()):
             raise TypeError(f"linattn: unexpected keyword argument '{name}'")
 
 
-def l2norm(x):
-    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
-
-
 def run(rule, form, q, k, v, extras, *, scale=None, initial_state=None, output_final_state=False,
         cu_seqlens=None, use_qk_l2norm_in_kernel=False, head_first=False, state_v_first=False, number=0.0,
         chunk_size=64):
@@ -88,13 +84,9 @@ def run(rule, form, q, k, v, extras, *, scale=None, initial_state=None, output_f
     if real == torch.float32 and _backend.runs_16bit(rule, form, q, k, v, chunk_size):
         # 16-bit q, k, v as they are; gates in float32 or q's dtype (read in place), states float32
         extras = [x if x.dtype in (torch.float32, q.dtype) else x.float() for x in extras]
-        if use_qk_l2norm_in_kernel:
-            q, k = l2norm(q.float()).to(out_dtype), l2norm(k.float()).to(out_dtype)
     else:
         q, k, v = (x.to(real) for x in (q, k, v))
         extras = [x.to(real) for x in extras]
-        if use_qk_l2norm_in_kernel:
-            q, k = l2norm(q), l2norm(k)
     if initial_state is not None:
         initial_state = initial_state.to(real)
         if state_v_first:
@@ -102,7 +94,8 @@ def run(rule, form, q, k, v, extras, *, scale=None, initial_state=None, output_f
     if cu_seqlens is not None and cu_seqlens.device != q.device and q.device.type == "cpu":
         cu_seqlens = cu_seqlens.cpu()
     o, final_state = forward_op(rule, form, q, k, v, extras, initial_state, cu_seqlens, float(scale),
-                                float(number), int(chunk_size), bool(output_final_state))
+                                bool(use_qk_l2norm_in_kernel), float(number), int(chunk_size),
+                                bool(output_final_state))
     o = o.to(out_dtype)
     if head_first:
         o = o.transpose(1, 2)

@@ -33,19 +33,20 @@ def _state_shape(rule, q, v, initial_state, cu_seqlens):
 
 @torch.library.custom_op("linattn::forward", mutates_args=())
 def forward_op(rule: str, form: str, q: Tensor, k: Tensor, v: Tensor, extras: List[Tensor],
-               initial_state: Optional[Tensor], cu_seqlens: Optional[Tensor], scale: float, number: float,
-               chunk_size: int, output_final_state: bool) -> tuple[Tensor, Tensor]:
+               initial_state: Optional[Tensor], cu_seqlens: Optional[Tensor], scale: float, normalize_qk: bool,
+               number: float, chunk_size: int, output_final_state: bool) -> tuple[Tensor, Tensor]:
     # o [B, T, HV, V] in q's dtype; final state [N, HV, K, V] (empty when not asked for)
     out = q.new_empty((*v.shape[:3], v.shape[3]))
     state = (_new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens)) if output_final_state
              else _new_state(q, (0,)))
-    _backend.forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size,
-                     output_final_state, out, state if output_final_state else None)
+    _backend.forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number,
+                     chunk_size, output_final_state, out, state if output_final_state else None)
     return out, state
 
 
 @forward_op.register_fake
-def _(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size, output_final_state):
+def _(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number, chunk_size,
+      output_final_state):
     out = q.new_empty((*v.shape[:3], v.shape[3]))
     state = (_new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens)) if output_final_state
              else _new_state(q, (0,)))
@@ -55,43 +56,45 @@ def _(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chu
 @torch.library.custom_op("linattn::backward", mutates_args=())
 def backward_op(rule: str, q: Tensor, k: Tensor, v: Tensor, extras: List[Tensor], grad_out: Tensor,
                 grad_final_state: Optional[Tensor], initial_state: Optional[Tensor], cu_seqlens: Optional[Tensor],
-                scale: float, number: float, chunk_size: int, want_initial_grad: bool) -> List[Tensor]:
+                scale: float, normalize_qk: bool, number: float, chunk_size: int,
+                want_initial_grad: bool) -> List[Tensor]:
     # [dq, dk, dv, d(extras)..., d(initial_state) (empty when not asked for)]
     grads = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v, *extras)]
     d_init = _new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens)) if want_initial_grad else None
     _backend.backward(rule, q, k, v, extras, grad_out.contiguous(),
                       None if grad_final_state is None else grad_final_state.contiguous(), initial_state,
-                      cu_seqlens, scale, number, chunk_size, grads, d_init)
+                      cu_seqlens, scale, normalize_qk, number, chunk_size, grads, d_init)
     return [*grads, d_init if want_initial_grad else _new_state(q, (0,))]
 
 
 @backward_op.register_fake
-def _(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, number, chunk_size,
-      want_initial_grad):
+def _(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, normalize_qk, number,
+      chunk_size, want_initial_grad):
     grads = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v, *extras)]
     d_init = _new_state(q, _state_shape(rule, q, v, initial_state, cu_seqlens) if want_initial_grad else (0,))
     return [*grads, d_init]
 
 
 def _setup_context(ctx, inputs, output):
-    rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, number, chunk_size, output_final_state = inputs
+    (rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number, chunk_size,
+     output_final_state) = inputs
     ctx.save_for_backward(q, k, v, initial_state, cu_seqlens, *extras)
-    ctx.call = (rule, scale, number, chunk_size, output_final_state)
+    ctx.call = (rule, scale, normalize_qk, number, chunk_size, output_final_state)
 
 
 def _backward(ctx, grad_out, grad_state):
-    rule, scale, number, chunk_size, output_final_state = ctx.call
+    rule, scale, normalize_qk, number, chunk_size, output_final_state = ctx.call
     q, k, v, initial_state, cu_seqlens, *extras = ctx.saved_tensors
     want_initial_grad = initial_state is not None and ctx.needs_input_grad[6]
     if grad_out is None:
         grad_out = torch.zeros_like(q.new_empty((*v.shape[:3], v.shape[3])))
     grads = torch.ops.linattn.backward(rule, q, k, v, extras, grad_out,
                                        grad_state if output_final_state else None, initial_state, cu_seqlens,
-                                       scale, number, chunk_size, want_initial_grad)
+                                       scale, normalize_qk, number, chunk_size, want_initial_grad)
     dq, dk, dv, *rest = grads
     d_extras, d_init = rest[:-1], rest[-1]
     return (None, None, dq, dk, dv, d_extras, d_init if want_initial_grad else None,
-            None, None, None, None, None)
+            None, None, None, None, None, None)
 
 
 forward_op.register_autograd(_backward, setup_context=_setup_context)
