@@ -43,13 +43,27 @@ bool fits_index(const V& v, index_t element_bytes) {
   index_t bytes = 0;
   return !__builtin_mul_overflow(reach + 1, element_bytes, &bytes);
 }
+
+/// Bytes per element of a view (an either_view: of the element type it was made from).
 template <class T, int R>
-bool fits_index(const tensor_view<T, R>& v) {
-  return fits_index(v, static_cast<index_t>(sizeof(T)));
+constexpr index_t element_bytes_of(const tensor_view<T, R>&) {
+  return static_cast<index_t>(sizeof(T));
 }
 template <class N, class W, int R>
-bool fits_index(const either_view<N, W, R>& v) {
-  return fits_index(v, v.element_bytes());
+index_t element_bytes_of(const either_view<N, W, R>& v) {
+  return v.element_bytes();
+}
+
+/// A tensor_view or an either_view.
+template <class V>
+concept strided_view = requires(const V& v) {
+  element_bytes_of(v);
+  v.data();
+};
+
+template <strided_view V>
+bool fits_index(const V& v) {
+  return fits_index(v, element_bytes_of(v));
 }
 
 /// Byte addresses [lo, hi) touched by a view; empty (lo == hi) when it has no elements.
@@ -97,17 +111,11 @@ struct memory_region {
   }
 };
 
-template <class T, int R>
-memory_region region_of(const char* name, const tensor_view<T, R>& v) {
+template <strided_view V>
+memory_region region_of(const char* name, const V& v) {
+  constexpr int R = V::rank;
   static_assert(R <= 5, "region_of: views of rank <= 5");
-  memory_region m{name, reinterpret_cast<std::uintptr_t>(v.data()), static_cast<index_t>(sizeof(T)), R, {}, {}};
-  for (int d = 0; d < R; ++d) m.extent[d] = v.extent(d), m.stride[d] = v.stride(d);
-  return m;
-}
-template <class N, class W, int R>
-memory_region region_of(const char* name, const either_view<N, W, R>& v) {
-  static_assert(R <= 5, "region_of: views of rank <= 5");
-  memory_region m{name, reinterpret_cast<std::uintptr_t>(v.data()), v.element_bytes(), R, {}, {}};
+  memory_region m{name, reinterpret_cast<std::uintptr_t>(v.data()), element_bytes_of(v), R, {}, {}};
   for (int d = 0; d < R; ++d) m.extent[d] = v.extent(d), m.stride[d] = v.stride(d);
   return m;
 }
