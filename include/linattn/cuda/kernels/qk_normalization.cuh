@@ -30,6 +30,29 @@ __device__ inline bool row_of_warp(index_t T, index_t H, index_t rows, index_t& 
   return true;
 }
 
+/// A row of at most 32 * row_norm_per_lane elements, lane l holding elements l + 32 j (loads
+/// coalesced across the warp, each element read once) in fp32 registers.
+inline constexpr int row_norm_per_lane = 4;  // D <= 128: the CUDA kernels' head sizes
+
+template <class E>
+struct lane_row {
+  float x[row_norm_per_lane];
+
+  template <class V>  // a tensor_view of E or const E
+  __device__ void load(const V& v, index_t b, index_t t, index_t h, int lane) {
+    for (int j = 0; j < row_norm_per_lane; ++j) {
+      const index_t d = lane + 32 * j;
+      x[j] = d < v.extent(3) ? to_float(v(b, t, h, d)) : 0.0f;
+    }
+  }
+  /// This lane's part of the dot product with another row.
+  __device__ float dot(const lane_row& o) const {
+    float s = 0;
+    for (int j = 0; j < row_norm_per_lane; ++j) s += x[j] * o.x[j];
+    return s;
+  }
+};
+
 /// out (contiguous `[B, T, H, D]`) <- x with every row divided by sqrt(||row||^2 + eps).
 template <class E>
 __global__ void __launch_bounds__(32 * row_norm_warps) normalize_rows_kernel(tensor_view<const E, 4> x, E* out) {
@@ -37,14 +60,12 @@ __global__ void __launch_bounds__(32 * row_norm_warps) normalize_rows_kernel(ten
   index_t b, t, h;
   if (!row_of_warp(T, H, x.extent(0) * T * H, b, t, h)) return;
   const int lane = threadIdx.x % 32;
-  float ss = 0;
-  for (index_t d = lane; d < D; d += 32) {
-    const float v = to_float(x(b, t, h, d));
-    ss += v * v;
-  }
-  const float inv = rsqrtf(warp_sum(ss) + float(qk_norm_epsilon));
+  lane_row<E> r;
+  r.load(x, b, t, h, lane);
+  const float inv = rsqrtf(warp_sum(r.dot(r)) + float(qk_norm_epsilon));
   E* row = out + ((b * T + t) * H + h) * D;
-  for (index_t d = lane; d < D; d += 32) row[d] = from_float<E>(to_float(x(b, t, h, d)) * inv);
+  for (int j = 0; j < row_norm_per_lane; ++j)
+    if (lane + 32 * j < D) row[lane + 32 * j] = from_float<E>(r.x[j] * inv);
 }
 
 /// dx <- the gradient of x from the gradient of its normalised copy, row by row, in place.
@@ -55,15 +76,12 @@ __global__ void __launch_bounds__(32 * row_norm_warps)
   index_t b, t, h;
   if (!row_of_warp(T, H, x.extent(0) * T * H, b, t, h)) return;
   const int lane = threadIdx.x % 32;
-  float ss = 0, dot = 0;
-  for (index_t d = lane; d < D; d += 32) {
-    const float v = to_float(x(b, t, h, d));
-    ss += v * v;
-    dot += v * to_float(dx(b, t, h, d));
-  }
-  const float r2 = warp_sum(ss) + float(qk_norm_epsilon), inv = rsqrtf(r2), c = warp_sum(dot) / r2;
-  for (index_t d = lane; d < D; d += 32)
-    dx(b, t, h, d) = from_float<E>((to_float(dx(b, t, h, d)) - to_float(x(b, t, h, d)) * c) * inv);
+  lane_row<E> r, g;
+  r.load(x, b, t, h, lane);
+  g.load(dx, b, t, h, lane);
+  const float r2 = warp_sum(r.dot(r)) + float(qk_norm_epsilon), inv = rsqrtf(r2), c = warp_sum(r.dot(g)) / r2;
+  for (int j = 0; j < row_norm_per_lane; ++j)
+    if (lane + 32 * j < D) dx(b, t, h, lane + 32 * j) = from_float<E>((g.x[j] - r.x[j] * c) * inv);
 }
 
 }  // namespace linattn::cuda::detail
