@@ -3,7 +3,8 @@
 overhead: the call returns before the GPU finishes) and the GPU time per call (CUDA events),
 forward and forward+backward, bf16 q/k/v with fp32 g/beta. Small calls (decode, B=1 prefill)
 are where host overhead shows. linattn runs its 16-bit CUDA kernels on the bf16 tensors as they
-are, g and beta read in fp32 (docs/python.md#cuda-tensors)."""
+are, g and beta read in fp32 (docs/python.md#cuda-tensors). The last row repeats the training
+shape with use_qk_l2norm_in_kernel=True (q and k normalised inside each library's call)."""
 
 import time
 
@@ -23,13 +24,14 @@ try:
 except ImportError:  # fla missing: linattn's numbers only
     fla_gdn = None
 
-# name, form, B, T, H, K, V, backward too
+# name, form, B, T, H, K, V, backward too, use_qk_l2norm_in_kernel
 SHAPES = [
-    ("decode B1", "fused_recurrent", 1, 1, 16, 128, 128, False),
-    ("decode B32", "fused_recurrent", 32, 1, 16, 128, 128, False),
-    ("prefill B1 T512", "chunk", 1, 512, 16, 128, 128, True),
-    ("prefill B1 T8192", "chunk", 1, 8192, 16, 128, 128, True),
-    ("train B4 T2048", "chunk", 4, 2048, 16, 128, 128, True),
+    ("decode B1", "fused_recurrent", 1, 1, 16, 128, 128, False, False),
+    ("decode B32", "fused_recurrent", 32, 1, 16, 128, 128, False, False),
+    ("prefill B1 T512", "chunk", 1, 512, 16, 128, 128, True, False),
+    ("prefill B1 T8192", "chunk", 1, 8192, 16, 128, 128, True, False),
+    ("train B4 T2048", "chunk", 4, 2048, 16, 128, 128, True, False),
+    ("... with l2norm", "chunk", 4, 2048, 16, 128, 128, True, True),
 ]
 
 
@@ -48,13 +50,13 @@ def inputs(B, T, H, K, V, grad):
     return xs, h0
 
 
-def call(lib, form, xs, h0):
+def call(lib, form, xs, h0, l2norm=False):
     q, k, v, g, beta = xs
     if form == "chunk":
         f = lib.chunk_gated_delta_rule
-        return f(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+        return f(q, k, v, g, beta, initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=l2norm)
     f = lib.fused_recurrent_gated_delta_rule
-    return f(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True)
+    return f(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=l2norm)
 
 
 def measure(fn, iters):
@@ -77,17 +79,17 @@ def main():
     libs = [("linattn", la)] + ([("fla", fla_gdn)] if fla_gdn else [])
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; times in microseconds per call")
     print(f"{'shape':20} {'lib':8} {'fwd host':>10} {'fwd gpu':>10} {'f+b host':>10} {'f+b gpu':>10}")
-    for name, form, B, T, H, K, V, backward in SHAPES:
+    for name, form, B, T, H, K, V, backward, l2norm in SHAPES:
         for lib_name, lib in libs:
             xs, h0 = inputs(B, T, H, K, V, False)
             iters = 200 if T == 1 else 20
-            fh, fg = measure(lambda: call(lib, form, xs, h0), iters)
+            fh, fg = measure(lambda: call(lib, form, xs, h0, l2norm), iters)
             bh = bg = float("nan")
             if backward:
                 gx, _ = inputs(B, T, H, K, V, True)
 
                 def step():
-                    o, s = call(lib, form, gx, h0)
+                    o, s = call(lib, form, gx, h0, l2norm)
                     (o.float().sum() + s.sum()).backward()
                 bh, bg = measure(step, 3 if lib is la else 10)
             print(f"{name:20} {lib_name:8} {fh:10.1f} {fg:10.1f} {bh:10.1f} {bg:10.1f}", flush=True)
