@@ -7,7 +7,9 @@
 // rank-5 key (DeltaProduct) against the same call on inputs the test normalised itself; the
 // check_finite bound on beta ||k||^2 taken on the normalised key. The gradients through the
 // normalisation are in test_backward.cpp, 16-bit inputs in test_half_inputs.cpp.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +40,17 @@ std::vector<float> normalised(std::vector<float> x, int width) {
     for (int i = 0; i < width; ++i) x[r + i] = float(x[r + i] / std::sqrt(ss + 1e-6));
   }
   return x;
+}
+
+/// max|a - b| / max|b|; infinite where a holds a NaN.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const double e = std::abs(double(a.at(i)) - double(b[i]));
+    if (!(e <= d)) d = std::isnan(e) ? std::numeric_limits<double>::infinity() : e;
+    m = std::max(m, double(std::abs(b[i])));
+  }
+  return d / m;
 }
 
 std::vector<float> random_vector(std::mt19937_64& rng, std::size_t n, double scale = 1.0) {
@@ -131,19 +144,11 @@ TEST_CASE("normalize_qk: softmax attention's forms and KV-cache decode == caller
   la::kv_cache<float> cache(B, H, HV, K, V);
   for (index_t t = 0; t < T; ++t)
     la::decode_step<la::SoftmaxAttention>(inputs(q, k, t, 1), out_view(decoded, t, 1), cache, opt);
-  double err = 0, err_decode = 0, scale = 0;
   std::vector<float> raw(want.size());
   la::recurrent_forward<la::SoftmaxAttention>(inputs(q, k, 0, T), out_view(raw, 0, T));
-  double raw_diff = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, double(std::abs(got[i] - want[i])));
-    err_decode = std::max(err_decode, double(std::abs(decoded[i] - want[i])));
-    raw_diff = std::max(raw_diff, double(std::abs(raw[i] - want[i])));
-    scale = std::max(scale, double(std::abs(want[i])));
-  }
-  CHECK(err <= 1e-5 * scale);
-  CHECK(err_decode <= 1e-5 * scale);
-  CHECK(raw_diff > 0.05 * scale);  // the option matters on these inputs
+  CHECK(relative_difference(got, want) <= 1e-5);
+  CHECK(relative_difference(decoded, want) <= 1e-5);
+  CHECK(relative_difference(raw, want) > 0.05);  // the option matters on these inputs
 }
 
 TEST_CASE("normalize_qk: DeltaProduct's keys (one per Householder step) and verify_drafts's record",
@@ -162,18 +167,18 @@ TEST_CASE("normalize_qk: DeltaProduct's keys (one per Householder step) and veri
                                                 .v = la::view(v.data(), B, T, S, HV, V), .g = la::view(g.data(), B, T, HV),
                                                 .beta = la::view(beta.data(), B, T, S, HV)};
   };
-  const auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
-    double d = 0, s = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, double(std::abs(a[i] - b[i]))), s = std::max(s, double(std::abs(b[i])));
-    return d / s;
-  };
   std::vector<float> want(B * T * HV * V), got(want.size());
   la::options<float> on;
   on.normalize_qk = true;
   on.chunk_size = 8;
   la::chunkwise_forward<la::GatedDeltaProduct>(product_inputs(qn, kn), la::view(want.data(), B, T, HV, V));
   la::chunkwise_forward<la::GatedDeltaProduct>(product_inputs(q, k), la::view(got.data(), B, T, HV, V), on);
-  CHECK(max_diff(got, want) < 1e-5);
+  CHECK(relative_difference(got, want) < 1e-5);
+  std::vector<float> raw(want.size());
+  on.normalize_qk = false;
+  la::chunkwise_forward<la::GatedDeltaProduct>(product_inputs(q, k), la::view(raw.data(), B, T, HV, V), on);
+  on.normalize_qk = true;
+  CHECK(relative_difference(raw, want) > 0.05);  // the option matters on these inputs
 
   // verify_drafts with a record (GatedDelta over the first key of each token), from a pool.
   std::vector<float> beta1(B * T * HV);
@@ -194,7 +199,11 @@ TEST_CASE("normalize_qk: DeltaProduct's keys (one per Householder step) and veri
   la::options<float> from_pool;
   from_pool.initial_state = la::view(pool.data(), B, HV, K, V);
   la::recurrent_forward<la::GatedDelta>(gated_inputs(qn, kn), la::view(want.data(), B, T, HV, V), from_pool);
-  CHECK(max_diff(got, want) < 1e-5);
+  CHECK(relative_difference(got, want) < 1e-5);
+  on.normalize_qk = false;
+  la::verify_drafts<la::GatedDelta>(gated_inputs(q, k), la::view(raw.data(), B, T, HV, V),
+                                    la::view(pool.data(), B, HV, K, V), record, on);
+  CHECK(relative_difference(raw, want) > 0.05);
 }
 
 TEST_CASE("normalize_qk: the same bits on 1, 2 and 3 threads, and after trim_scratch()", "[qk_norm][threads]") {
