@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -106,4 +107,22 @@ TEST_CASE("thread pool: a task may itself call parallel_for", "[thread_pool]") {
   int once = 0;
   for (auto& r : inner) once += r.load() == 1;
   CHECK(once == 12 * 9);
+}
+
+TEST_CASE("thread pool: a sleeping caller and sleeping helpers are woken", "[thread_pool]") {
+  // Tasks on helper slots outlast the caller's spin (so it sleeps until the last one ends), and
+  // the pauses between calls outlast the helpers' spin (so they sleep until the next post).
+  const auto spin = std::chrono::microseconds(la::detail::idle_spin_us);
+  for (int k = 0; k < 12; ++k) {
+    std::atomic<int> ran{0};
+    la::detail::parallel_for(
+        6, 2,
+        [&](index_t, int slot) {
+          if (slot != 0) std::this_thread::sleep_for(2 * spin);
+          ++ran;
+        },
+        k % 2 == 0);
+    CHECK(ran.load() == 6);
+    std::this_thread::sleep_for(spin + std::chrono::microseconds(50 * k));
+  }
 }

@@ -58,8 +58,8 @@ class call_checker {
 
   /// `api` prefixes the function name in messages ("linattn::" or "linattn::cuda::").
   call_checker(form f, const inputs_t& in, const options<Real>& opt, const char* api = "linattn::")
-      : form_(f), in_(in), opt_(opt) {
-    fn_ = std::string(api) + form_name(f) + "<" + Rule::name + ">";
+      : form_(f), in_(in), opt_(opt), api_(api) {
+    inputs_.reserve(16), outputs_.reserve(4);  // one allocation each: decode calls are short
   }
 
   /// Checks inputs, options, the output and the states; `state` is decode_step's in-place state.
@@ -207,7 +207,8 @@ class call_checker {
 
   /// Throws `linattn::error` with the function name and argument prefixed.
   [[noreturn]] void fail(const std::string& arg, const std::string& msg) const {
-    throw error(fn_ + ": argument '" + arg + "' " + msg);
+    const std::string fn = fn_.empty() ? std::string(api_) + form_name(form_) + "<" + Rule::name + ">" : fn_;
+    throw error(fn + ": argument '" + arg + "' " + msg);
   }
 
  private:
@@ -470,7 +471,8 @@ class call_checker {
   form form_;
   const inputs_t& in_;
   const options<Real>& opt_;
-  std::string fn_;
+  const char* api_;  // "linattn::" or "linattn::cuda::"
+  std::string fn_;   // the name given by rename(), else empty (the form's entry point)
   problem p_;
   std::vector<std::function<void()>> scans_;  // check_finite passes over the rule's inputs
   std::vector<memory_region> inputs_;         // read-only views

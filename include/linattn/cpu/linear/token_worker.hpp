@@ -18,6 +18,7 @@
 /// caller's memory: no copy of the state in or out.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -41,10 +42,17 @@ class token_worker {
   static constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
   static constexpr bool low_rank = std::is_same_v<typename Rule::family, dplr_family>;  // RWKV-7
 
+  /// The vectors share one allocation: a decode step builds a worker per thread slot per call,
+  /// and a dozen aligned allocations and frees cost it more than a small head's arithmetic.
   token_worker(index_t K, index_t V)
-      : K_(K), V_(V), q_(K), k_(K), dq_(K), dk_(K), decay_(K), u_(V), a_(V), o_(V), gates_(std::size_t(K)) {
-    if constexpr (low_rank) lb_.resize(K);
-  }
+      : K_(K), V_(V), buffer_(6 * padded(K) + 3 * padded(V)), q_(key_vector(0), K), k_(key_vector(1), K),
+        dq_(key_vector(2), K), dk_(key_vector(3), K), lb_(key_vector(4), low_rank ? K : 0), decay_(key_vector(5), K),
+        u_(value_vector(0), V), a_(value_vector(1), V), o_(value_vector(2), V),
+        gates_(Rule::decay == decay_kind::vector ? std::size_t(K) : 0) {}
+  token_worker(token_worker&&) = default;  // the vectors' memory moves with buffer_
+  token_worker(const token_worker&) = delete;
+  token_worker& operator=(const token_worker&) = delete;
+  token_worker& operator=(token_worker&&) = delete;
 
   /// Runs tokens [t0, t0 + n) of batch row b, value head hv (q/k head hq) of sequence seq,
   /// reading the state from slot `slot` of s_in and writing it to slot `slot` of s_out
@@ -219,13 +227,24 @@ class token_worker {
     else d = decay_(i) * s + k_(i) * u;
   }
 
+  using vector_map = Eigen::Map<row_vec<A>>;
+
+  /// n rounded up to whole 64-byte lines of A.
+  static index_t padded(index_t n) {
+    constexpr index_t line = std::max<index_t>(1, index_t(64 / sizeof(A)));
+    return (n + line - 1) / line * line;
+  }
+  A* key_vector(index_t i) { return buffer_.data() + i * padded(K_); }
+  A* value_vector(index_t i) { return buffer_.data() + 6 * padded(K_) + i * padded(V_); }
+
   index_t K_, V_;
+  row_vec<A> buffer_;               // [6 K' + 3 V'] (' : padded) the memory of the vectors below
   mat<A> H_;                        // [K, V] the state off the in-place path
-  row_vec<A> q_, k_, dq_, dk_;      // [K]: q, k and their decayed copies (low rank: dk_ = a)
-  row_vec<A> lb_;                   // [K]: the low-rank write vector b (low rank only)
-  row_vec<A> decay_;                // [K]: the decay factor of each key row
-  row_vec<A> u_, a_, o_;            // [V]: the value, then what is written; (d k)^T H; the output
-  std::vector<double> gates_;       // [K]: the log gates of the token (vector decay)
+  vector_map q_, k_, dq_, dk_;      // [K]: q, k and their decayed copies (low rank: dk_ = a)
+  vector_map lb_;                   // [K]: the low-rank write vector b (low rank only; else empty)
+  vector_map decay_;                // [K]: the decay factor of each key row
+  vector_map u_, a_, o_;            // [V]: the value, then what is written; (d k)^T H; the output
+  std::vector<double> gates_;       // [K]: the log gates of the token (vector decay only)
 };
 
 }  // namespace linattn::cpu

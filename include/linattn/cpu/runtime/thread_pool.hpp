@@ -97,9 +97,9 @@ class thread_pool {
     for (int s = 1; s < slots; ++s)
       if (worker* w = claim(s - 1)) w->post(j, s);
     work(*j, 0);
-    spin_until([&] { return j->done.load(std::memory_order_acquire) == j->n; }, idle_spin_us);
-    {
+    if (!spin_until([&] { return j->done.load(std::memory_order_acquire) == j->n; }, idle_spin_us)) {
       std::unique_lock<std::mutex> lock(j->mutex);
+      j->sleeping.store(true);  // before the last look at `done` (work: the other side)
       j->finished.wait(lock, [&] { return j->done.load() == j->n; });
     }
     // A helper frees itself just after the job's last task; waiting that moment out (briefly:
@@ -164,6 +164,7 @@ class thread_pool {
     alignas(128) std::atomic<index_t> next{0};  // the next task (one range)
     alignas(128) std::atomic<index_t> done{0};  // tasks finished (added once per thread)
     std::atomic<int> attached{0};  // helpers posted this job that have not freed themselves yet
+    std::atomic<bool> sleeping{false};  // the caller waits on `finished`
     std::mutex mutex;
     std::condition_variable finished;
     std::exception_ptr error;
@@ -176,17 +177,21 @@ class thread_pool {
     std::atomic<bool> posted{false};   // `job` holds work (read without the lock while spinning)
     std::mutex mutex;
     std::condition_variable wake;
-    std::shared_ptr<job> assigned;  // guarded by mutex
-    int slot = 0;                   // guarded by mutex
+    std::shared_ptr<job> assigned;  // the claiming caller's until `posted`, then the worker's
+    int slot = 0;                   // as `assigned`
     bool stop = false;              // guarded by mutex
     std::thread thread;
 
+    /// Hands job j to this (claimed) worker as slot s. `assigned` and `slot` belong to the
+    /// claiming caller until `posted` is set and to the worker after, so a spinning worker
+    /// takes them without the lock; the lock only orders `posted` against a sleeping worker's
+    /// wait (no lost wake-up).
     void post(std::shared_ptr<job> j, int s) {
       j->attached.fetch_add(1, std::memory_order_relaxed);
+      assigned = std::move(j);
+      slot = s;
       {
         std::lock_guard<std::mutex> lock(mutex);
-        assigned = std::move(j);
-        slot = s;
         posted.store(true, std::memory_order_release);
       }
       wake.notify_one();
@@ -194,17 +199,14 @@ class thread_pool {
 
     void loop() {
       for (;;) {
-        spin_until([&] { return posted.load(std::memory_order_acquire); }, idle_spin_us);
-        std::shared_ptr<job> j;
-        int s = 0;
-        {
+        if (!spin_until([&] { return posted.load(std::memory_order_acquire); }, idle_spin_us)) {
           std::unique_lock<std::mutex> lock(mutex);
-          wake.wait(lock, [&] { return stop || posted.load(std::memory_order_relaxed); });
+          wake.wait(lock, [&] { return stop || posted.load(std::memory_order_acquire); });
           if (stop) return;
-          j = std::move(assigned);
-          s = slot;
-          posted.store(false, std::memory_order_relaxed);
         }
+        std::shared_ptr<job> j = std::move(assigned);
+        const int s = slot;
+        posted.store(false, std::memory_order_relaxed);
         work(*j, s);
         claimed.store(false, std::memory_order_release);
         j->attached.fetch_sub(1, std::memory_order_release);
@@ -255,7 +257,10 @@ class thread_pool {
         if (!j.error) j.error = std::current_exception();
       }
     }
-    if (finished > 0 && j.done.fetch_add(finished, std::memory_order_acq_rel) + finished == j.n) {
+    // The last task's thread wakes the caller only if it sleeps: `done` is stored before
+    // `sleeping` is read here, and the caller stores `sleeping` before it reads `done` (both
+    // sequentially consistent), so at least one side sees the other's store.
+    if (finished > 0 && j.done.fetch_add(finished) + finished == j.n && j.sleeping.load()) {
       std::lock_guard<std::mutex> lock(j.mutex);
       j.finished.notify_all();
     }
