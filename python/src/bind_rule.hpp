@@ -1,27 +1,42 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// The CPU entry points of one rule as module functions `forward_<name>` and (rules with a
-/// backward pass) `backward_<name>`. Every array is a DLPack array (a torch tensor) of float32
-/// or float64 (q's dtype decides; the Python layer converts), outputs are allocated by the caller
-/// (torch's allocator), and the GIL is released while the library runs.
+/// backward pass) `backward_<name>`. Every array is a DLPack array (a torch tensor): q, k, v
+/// (and out, grad_out, dq, dk, dv) float32, float64, bfloat16 or float16 (q's dtype decides; the
+/// Python layer converts anything else); gates and betas in that dtype or, for 16-bit q, float32
+/// (read in place); states float32 for 16-bit q, else q's dtype. Outputs are allocated by the
+/// caller (torch's allocator), and the GIL is released while the library runs.
 #pragma once
 
 #include <nanobind/stl/string.h>
 
 #include <linattn/linattn.hpp>
 
+#include <cstdint>
 #include <string>
 
 #include "make_inputs.hpp"
 
 namespace linattn::python {
 
-/// Calls f.template operator()<T>() with T = float or double, as q's dtype says.
+template <>
+struct dlpack_dtype<Eigen::bfloat16> {
+  static nb::dlpack::dtype get() { return {std::uint8_t(nb::dlpack::dtype_code::Bfloat), 16, 1}; }
+};
+template <>
+struct dlpack_dtype<Eigen::half> {
+  static nb::dlpack::dtype get() { return {std::uint8_t(nb::dlpack::dtype_code::Float), 16, 1}; }
+};
+
+/// Calls f.template operator()<T>() with T the element type of q: float, double,
+/// Eigen::bfloat16 or Eigen::half (16-bit q, k, v are read as they are; states are float32).
 template <class F>
-void with_real(const array& q, F&& f) {
+void with_element_type(const array& q, F&& f) {
   if (q.dtype() == nb::dtype<float>()) return f.template operator()<float>();
   if (q.dtype() == nb::dtype<double>()) return f.template operator()<double>();
-  bad_argument("q", "must be float32 or float64 at this level (the Python layer converts other dtypes)");
+  if (q.dtype() == dlpack_dtype<Eigen::bfloat16>::get()) return f.template operator()<Eigen::bfloat16>();
+  if (q.dtype() == dlpack_dtype<Eigen::half>::get()) return f.template operator()<Eigen::half>();
+  bad_argument("q", "must be float32, float64, bfloat16 or float16 at this level (the Python layer converts others)");
 }
 
 /// forward_<rule>(form, q, k, v, extras, out, initial_state, final_state, cu_seqlens, scale,
@@ -31,9 +46,9 @@ void forward(const std::string& form, const array& q, const array& k, const arra
              const array& out, const maybe_array& initial_state, const maybe_array& final_state,
              const maybe_array& cu_seqlens, double scale, bool normalize_qk, double number, int chunk_size,
              int threads, bool check_finite) {
-  with_real(q, [&]<class T>() {
+  with_element_type(q, [&]<class T>() {
     const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
-    auto opt = make_options<T>(scale, normalize_qk, initial_state, final_state, cu_seqlens, memory::host, memory::host);
+    auto opt = make_options<state_t<T>>(scale, normalize_qk, initial_state, final_state, cu_seqlens, memory::host, memory::host);
     opt.check_finite = check_finite;
     opt.chunk_size = chunk_size;
     opt.threads = threads;
@@ -55,10 +70,10 @@ void backward(const array& q, const array& k, const array& v, const arrays& extr
               const maybe_array& grad_initial_state, const array& dq, const array& dk, const array& dv,
               const arrays& dextras, const maybe_array& cu_seqlens, double scale, bool normalize_qk, double number,
               int chunk_size, int threads) {
-  with_real(q, [&]<class T>() {
+  with_element_type(q, [&]<class T>() {
     const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
     const auto grads = make_gradients<Rule, T>(dq, dk, dv, dextras, memory::host);
-    auto opt = make_backward_options<T>(scale, normalize_qk, initial_state, grad_final_state, grad_initial_state, cu_seqlens,
+    auto opt = make_backward_options<state_t<T>>(scale, normalize_qk, initial_state, grad_final_state, grad_initial_state, cu_seqlens,
                                         memory::host, memory::host);
     opt.chunk_size = chunk_size;
     opt.threads = threads;

@@ -109,16 +109,17 @@ def test_strong_gate_gradients():
         close(a, b, 1e-9)
 
 
-def test_bf16_gradients():
-    """bf16 q, k, v and fp32 g, beta: gradients come back in each input's dtype."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_gradients(dtype):
+    """bf16 (or fp16) q, k, v and fp32 g, beta: gradients come back in each input's dtype."""
     q, k, v, g, beta = make_inputs(T=40, dtype=torch.float32)
-    qb, kb, vb = (x.to(torch.bfloat16).requires_grad_() for x in (q, k, v))
+    qb, kb, vb = (x.to(dtype).requires_grad_() for x in (q, k, v))
     g.requires_grad_()
     beta.requires_grad_()
     o, _ = la.chunk_gated_delta_rule(qb, kb, vb, g, beta, use_qk_l2norm_in_kernel=True)
     do = torch.randn_like(o, dtype=torch.float32)
     got = torch.autograd.grad((o.float() * do).sum(), (qb, kb, vb, g, beta))
-    assert [x.dtype for x in got] == [torch.bfloat16] * 3 + [torch.float32] * 2
+    assert [x.dtype for x in got] == [dtype] * 3 + [torch.float32] * 2
     n = lambda x: x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
     leaves = [x.detach().double().requires_grad_() for x in (qb, kb, vb, g, beta)]
     ro = reference("gated_delta", n(leaves[0]), n(leaves[1]), *leaves[2:])[0]

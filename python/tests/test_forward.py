@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Forward results of every public function against the float64 references (reference.py):
-odd T, K != V, grouped value heads, packed batches, initial and final states, bf16 inputs."""
+odd T, K != V, grouped value heads, packed batches, initial and final states, bf16 and fp16 inputs."""
 
 import pytest
 import torch
 
 import linattn.torch as la
+from linattn.torch import _backend
 from calls import CASES, IDS, used
 from conftest import close, make_inputs, make_state
 from reference import reference
@@ -44,14 +45,17 @@ def test_packed_sequences(name, call, rule, takes):
     close(o32, ro, 1e-10)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
-def test_bf16_inputs(name, call, rule, takes):
-    """fla's mixed precision: bf16 q, k, v with fp32 gates; o in bf16, the state in fp32."""
+def test_16bit_inputs(name, call, rule, takes, dtype):
+    """fla's mixed precision: bf16 (or fp16) q, k, v with fp32 gates, read by the CPU kernels as
+    they are; o in q's dtype, the state in fp32."""
     HV = 2 if rule == "vector_decay" else 4
     q, k, v, g, beta = make_inputs(T=33, HV=HV, K=16, V=16, dtype=torch.float32, gate=_gate(rule))
-    qb, kb, vb = (x.to(torch.bfloat16) for x in (q, k, v))
+    qb, kb, vb = (x.to(dtype) for x in (q, k, v))
+    assert _backend.runs_16bit(rule, "chunk", qb, kb, vb, 64)   # no float32 copy on the CPU
     o, s = call(qb, kb, vb, g, beta, output_final_state=True)
-    assert o.dtype == torch.bfloat16 and s.dtype == torch.float32
+    assert o.dtype == dtype and s.dtype == torch.float32
     ro, rs = reference(rule, qb, kb, vb, *used(takes, g, beta))
     close(o, ro, 1e-2)     # bf16 rounding of o
     close(s, rs, 1e-5)

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Runs one rule's forward or backward on the tensors' device.
 
-CPU tensors go to linattn._cpu. CUDA tensors go to linattn._cuda (forward and backward) when it
+CPU tensors go to linattn._cpu (float32, float64, or bf16/fp16 q, k, v with their gates in that
+dtype or float32, read as they are). CUDA tensors go to linattn._cuda (forward and backward) when it
 was built and supports the call (rule, K and V in {64, 128}; float32, or bf16/fp16 q, k, v with
 their gates in that dtype or float32); every other CUDA call runs the CPU kernels on host copies
 and copies the results back, with a warning the first time each case happens
@@ -75,11 +76,12 @@ def _cuda_supports(rule, form, q, v, chunk_size):
 
 
 def runs_16bit(rule, form, q, k, v, chunk_size):
-    """Whether a call with these tensors runs the device kernels on 16-bit q, k, v as they are
-    (bf16 or fp16 CUDA tensors of one dtype, a rule and sizes linattn._cuda takes); otherwise
-    the caller converts to float32."""
-    return (q.device.type == "cuda" and q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
-            and v.dtype == q.dtype and _cuda_supports(rule, form, q, v, chunk_size))
+    """Whether a call with these tensors runs on 16-bit q, k, v as they are (bf16 or fp16 of one
+    dtype): always on CPU tensors, and on CUDA tensors for the rules and sizes linattn._cuda
+    takes; otherwise the caller converts to float32."""
+    if q.dtype not in (torch.bfloat16, torch.float16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        return False
+    return q.device.type == "cpu" or (q.device.type == "cuda" and _cuda_supports(rule, form, q, v, chunk_size))
 
 
 def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number, chunk_size,

@@ -3,9 +3,9 @@
 
 - layout: `head_first=True` takes `[B, H, T, ...]` tensors; `state_v_first=True` takes and
   returns states as `[N, HV, V, K]`;
-- precision: bf16/fp16 q, k, v on CUDA go to the device kernels as they are, with the gates
-  and betas in float32 (fla's mixed precision) or in q's dtype (anything else is converted to
-  float32); every other call runs in float64 when any input is float64, else in float32
+- precision: bf16/fp16 q, k, v go to the kernels as they are (on the CPU always, on CUDA where
+  the device kernels take the call), with the gates and betas in float32 (fla's mixed
+  precision) or in q's dtype (anything else is converted to float32); every other call runs in float64 when any input is float64, else in float32
   (converted here). `o` comes back in q's dtype, the final state in float32 for 16-bit calls
   (as fla returns it) and in the compute dtype otherwise;
 - `use_qk_l2norm_in_kernel`: q and k divided by sqrt(sum x^2 + 1e-6) inside the library's call

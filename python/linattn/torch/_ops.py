@@ -4,8 +4,8 @@ rule (the rule is a string argument), with fake implementations for torch.compil
 autograd formula registered on the forward op.
 
 Both ops take q, k, v and the rule's extras as the public functions of this package leave them:
-one floating dtype (float32 or float64), or on CUDA 16-bit q, k, v with extras in that dtype or
-float32; they allocate their outputs with torch (the caching allocator on CUDA): o and the
+one floating dtype (float32 or float64), or 16-bit q, k, v (CPU, and CUDA where the device
+kernels take the call) with extras in that dtype or float32; they allocate their outputs with torch (the caching allocator on CUDA): o and the
 input gradients in their inputs' dtypes, states float32 for 16-bit q. `final_state` is an empty tensor when not asked for: an op's
 outputs are tensors, never None.
 """
