@@ -166,6 +166,13 @@ TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::st
   const shape_case host{"B4 T3 H2 HV4 K128 V64, decode through a pool, indices in host memory", {4, 3, 2, 4, 128, 64}, {},
                         {.through_pool = true, .slots_on_host = true}};
   check_against_reference<TestType>(rng, host, dtype::bf16, form::decode, harness::gates::mild);
+  // Up to inline_slots::capacity (64) sequences the slots travel in the kernel arguments; more
+  // go through the uploaded table: both ways in every form.
+  const shape_case many{"B70 T3 H1 HV2 K64 V64, pool (slot table)", {70, 3, 1, 2, 64, 64}, {}, {.through_pool = true}};
+  const shape_case most{"B64 T3 H1 HV2 K64 V64, pool (inline slots)", {64, 3, 1, 2, 64, 64}, {}, {.through_pool = true}};
+  for (const auto& sc : {many, most})
+    for (form f : {form::recurrent, form::chunkwise, form::decode})
+      check_against_reference<TestType>(rng, sc, dtype::f32, f, harness::gates::mild);
 }
 
 TEMPLATE_TEST_CASE("cuda speculative decoding: verify with a record, commit every accepted count", "[cuda][speculative]",

@@ -57,8 +57,9 @@ void recurrent_forward(const std::type_identity_t<typename Rule::template inputs
 /// `[B, T, HV, V]`, `state` `[B, HV, K, V]` (fp32) read and updated in place, queued on
 /// `stream`. With options::state_indices (N int32/int64 entries) `state` is a pool
 /// `[P, HV, K, V]` and sequence n updates slot state_indices[n] (negative: from zero, not
-/// written). The indices are validated on the host and uploaded with the call's tables: host
-/// memory costs no synchronisation; device memory is copied to the host first (one).
+/// written). The indices are validated on the host and carried in the kernel arguments (up to
+/// 64 sequences) or uploaded with the call's tables: host memory costs no synchronisation;
+/// device memory is copied to the host first (one).
 template <rule Rule, class T>
 void decode_step(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                  tensor_view<T, 4> out, tensor_view<float, 4> state, const options<float>& opt = {},

@@ -40,7 +40,7 @@ inline bool in_device_memory(const void* p) {
 
 /// Host copy of options::cu_seqlens (which may live in host or device memory): the offsets are
 /// read once per call on the host, to validate them and to build the chunk table. Also copies
-/// options::state_indices (validated on the host, then uploaded with the plan's tables).
+/// options::state_indices (validated on the host, then given to the kernels by the plan).
 class host_seqlens {
  public:
   explicit host_seqlens(const seqlens_view& cu) {

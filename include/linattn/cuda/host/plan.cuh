@@ -35,14 +35,32 @@ inline std::vector<span> sequence_table(const problem& p, int len = chunk) {
   return out;
 }
 
-/// The validated pool slot of every sequence (options::state_indices), empty without a pool:
-/// uploaded with the plan's tables, so the kernels never read the caller's list.
-inline std::vector<std::int64_t> slot_table(const problem& p) {
-  std::vector<std::int64_t> out;
-  if (p.slots.given())
-    for (index_t n = 0; n < p.N; ++n) out.push_back(std::int64_t(p.slot(n)));
-  return out;
-}
+/// The validated pool slot of every sequence (options::state_indices), so the kernels never
+/// read the caller's list: none without a pool; in the kernel arguments (`few`) when they fit
+/// there; else a table uploaded with the plan's other tables.
+struct slot_plan {
+  std::vector<std::int64_t> table;  // [N] to upload, or empty
+  inline_slots few;                 // count > 0: carried inline instead
+
+  explicit slot_plan(const problem& p) {
+    if (!p.slots.given() || p.N == 0) return;
+    bool fits = p.N <= inline_slots::capacity;
+    for (index_t n = 0; n < p.N && fits; ++n) fits = p.slot(n) >= INT32_MIN && p.slot(n) <= INT32_MAX;
+    if (fits) {
+      few.count = int(p.N);
+      for (index_t n = 0; n < p.N; ++n) few.values[n] = std::int32_t(p.slot(n));
+      return;
+    }
+    for (index_t n = 0; n < p.N; ++n) table.push_back(std::int64_t(p.slot(n)));
+  }
+
+  /// Points the kernel arguments at the slots (the table's span of the workspace `ws`).
+  template <class Args>
+  void bind(Args& args, const scratch& ws, workspace_span<std::int64_t> at, cudaStream_t stream) const {
+    args.few_slots = few;
+    args.slots = upload(ws, at, table, stream);
+  }
+};
 
 /// Every chunk of `len` tokens of every sequence (empty sequences have none).
 inline std::vector<span> chunk_table(const std::vector<span>& seqs, int len = chunk) {
@@ -86,7 +104,7 @@ constexpr index_t state_columns(state_pass s, index_t V) {
 template <class E>
 struct chunkwise_plan {
   std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
-  std::vector<std::int64_t> slots; // pool slots (options::state_indices; empty otherwise)
+  slot_plan slots;                 // pool slots (options::state_indices)
   std::size_t n_chunks = 0;        // chunks of the call
   state_pass state;
   // For the warp-specialised state pass, W, the scores and copies of K and Q are head-major
@@ -108,12 +126,11 @@ struct chunkwise_plan {
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
 
   chunkwise_plan(const problem& p, state_pass s)
-      : state(s), whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
+      : slots(p), state(s), whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
     if (p.cu.given()) {
       seqs = sequence_table(p);
       chunks = chunk_table(seqs);
     }
-    slots = slot_table(p);
     n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + chunk - 1) / chunk));
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
@@ -123,7 +140,7 @@ struct chunkwise_plan {
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());
     workspace.chunks = ws.take<span>(chunks.size());
-    workspace.slots = ws.take<std::int64_t>(slots.size());
+    workspace.slots = ws.take<std::int64_t>(slots.table.size());
     workspace.w = ws.take<E>(tokens * ldw);
     workspace.u = ws.take<E>(tokens * p.V);
     workspace.scores = ws.take<E>(tokens * lds);
@@ -144,7 +161,7 @@ struct chunkwise_plan {
     };
     args.seqs = upload(ws, workspace.seqs, seqs, stream);
     args.chunks = upload(ws, workspace.chunks, chunks, stream);
-    args.slots = upload(ws, workspace.slots, slots, stream);
+    slots.bind(args, ws, workspace.slots, stream);
     args.w = rows(workspace.w, p.K, ldw);
     args.u = view(ws.at(workspace.u), p.B, p.T, p.HV, p.V);
     args.scores = rows(workspace.scores, index_t(chunk), lds);
@@ -160,7 +177,7 @@ struct chunkwise_plan {
 /// kernel's grid, one block per (sequence, value head, 32 value columns).
 struct token_plan {
   std::vector<span> seqs;           // host table of a packed batch (empty otherwise)
-  std::vector<std::int64_t> slots;  // pool slots (options::state_indices; empty otherwise)
+  slot_plan slots;                  // pool slots (options::state_indices)
   dim3 grid;                        // (N, HV, V / 32)
   struct {
     workspace_span<span> seqs;           // [N]
@@ -168,19 +185,18 @@ struct token_plan {
     std::size_t bytes = 0;
   } workspace;
 
-  explicit token_plan(const problem& p) : grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
+  explicit token_plan(const problem& p) : slots(p), grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
     if (p.cu.given()) seqs = sequence_table(p);
-    slots = slot_table(p);
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());
-    workspace.slots = ws.take<std::int64_t>(slots.size());
+    workspace.slots = ws.take<std::int64_t>(slots.table.size());
     workspace.bytes = ws.bytes;
   }
 
   template <class Rule, class E>
   void bind(call_args<Rule, E>& args, const scratch& ws, cudaStream_t stream) const {
     args.seqs = upload(ws, workspace.seqs, seqs, stream);
-    args.slots = upload(ws, workspace.slots, slots, stream);
+    slots.bind(args, ws, workspace.slots, stream);
   }
 };
 

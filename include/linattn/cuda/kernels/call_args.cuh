@@ -22,6 +22,23 @@ struct span {
   int b, start, length, first_chunk;
 };
 
+/// The pool slots of a call with few sequences, carried in the kernel arguments: no workspace,
+/// no upload, so a small decode through a pool costs what one on a contiguous state does.
+struct inline_slots {
+  static constexpr int capacity = 64;
+  int count = 0;                    // 0: not used (no pool, or the plan uploaded a table)
+  std::int32_t values[capacity]{};  // [count] pool slots (negative: none)
+
+  /// values[n]. A select over every entry: an index computed at run time into the parameter
+  /// space would make the compiler copy the arguments to local memory first.
+  __device__ index_t at(index_t n) const {
+    std::int32_t s = 0;
+#pragma unroll
+    for (int i = 0; i < capacity; ++i) s = i == n ? values[i] : s;
+    return index_t(s);
+  }
+};
+
 template <class Rule, class T>
 struct call_args {
   typename Rule::template inputs<T> in;
@@ -30,6 +47,7 @@ struct call_args {
   tensor_view<float, 4> s1;        // [N, HV, K, V] or not given (may alias s0)
   const span* seqs = nullptr;      // [N], or null: sequence n is batch row n, all `length` tokens
   const std::int64_t* slots = nullptr;  // [N] pool slots (the plan's copy of options::state_indices), or null
+  inline_slots few_slots{};             // the pool slots themselves when the plan carries them inline
   tensor_view<float, 5> checkpoints{};  // [N, J, HV, K, V] (options::checkpoints), or not given
   int every = 0;                        // checkpoint interval in tokens (0: none)
   int length = 0;                  // T
@@ -44,7 +62,10 @@ struct call_args {
         scale(float(p.scale)) {}
 
   /// The state slot of sequence n: n itself, or its pool slot (negative: none).
-  __device__ index_t slot(index_t n) const { return slots ? index_t(slots[n]) : n; }
+  __device__ index_t slot(index_t n) const {
+    if (few_slots.count > 0) return few_slots.at(n);
+    return slots ? index_t(slots[n]) : n;
+  }
 
   /// The checkpoint entry that takes the state once `done` of a sequence's `length` tokens are
   /// in (after every `every` tokens and after the last one), or -1 for none.
