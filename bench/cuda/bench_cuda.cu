@@ -241,6 +241,21 @@ row decode(int B, int H, int D, int reps, double bw) {
   return {"GatedDelta bf16 decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};  // state read + written
 }
 
+/// One decode step of a per-key decay rule (VectorDecay or KDA, the token kernel only):
+/// bf16 q, k, v with fp32 per-key log gates g [B, 1, H, D] (and beta), fp32 state in place.
+template <class Rule>
+row decode_per_key(int B, int H, int D, int reps, double bw) {
+  const gated_delta_buffers x(B, 1, H, D, 13, true);
+  float* g = device_random<float>(x.tok * D, 14, fill_kind::log_gate);
+  const auto base = x.inputs();
+  typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
+  in.g = la::coefficient_view<E, 4>(la::view<float>(g, B, 1, H, D));
+  if constexpr (requires { in.beta; }) in.beta = base.beta;
+  const double ms = median_ms([&] { la::cuda::decode_step<Rule>(in, x.out(), x.states()); }, reps);
+  cudaFree(g);
+  return {std::string(Rule::name) + " bf16+fp32 g decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
+}
+
 /// The same decode step with the states in a pool of 2B slots, sequence n in slot
 /// 2(B - 1 - n) + 1 (options::state_indices in host memory: validated on the host and
 /// uploaded with the call, no synchronisation); the bytes moved are those of contiguous decode.
@@ -326,6 +341,8 @@ int main(int argc, char** argv) {
     rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
+    rows.push_back(decode_per_key<la::KDA>(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(decode_per_key<la::VectorDecay>(B, 16, 128, std::max(reps, 100), bw));
   }
 
   std::printf("\n%-44s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");

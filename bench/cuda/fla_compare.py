@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 import triton.testing
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+from fla.ops.gla import fused_recurrent_gla
+from fla.ops.kda import fused_recurrent_kda
 
 
 def inputs(B, T, H, D, dtype=torch.bfloat16):
@@ -103,6 +105,13 @@ def main():
         elif r["name"].endswith("recurrent"):  # fla's recurrent kernel reads the gates as fp32
             g32 = gate.float()
             fn = lambda: fused_recurrent_gated_delta_rule(q, k, v, g=g32, beta=beta, output_final_state=True)
+        elif r["name"].startswith(("KDA", "VectorDecay")):  # per-key decode: fla's per-key recurrent kernels
+            gk = F.logsigmoid(torch.randn(B, T, H, D, device="cuda") + 3.0)  # fp32 [B, T, H, K], as ours
+            s0 = torch.randn(B, H, D, D, device="cuda", dtype=torch.float32)
+            if r["name"].startswith("KDA"):
+                fn = lambda: fused_recurrent_kda(q, k, v, g=gk, beta=beta.float(), initial_state=s0, output_final_state=True)
+            else:
+                fn = lambda: fused_recurrent_gla(q, k, v, gk=gk, initial_state=s0, output_final_state=True)
         else:  # decode (one token) or verify_drafts (T draft tokens): state carried in and out
             g32 = gate.float()
             s0 = torch.randn(B, H, D, D, device="cuda", dtype=torch.float32)

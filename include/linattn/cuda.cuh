@@ -18,4 +18,6 @@
 #include "rules/gated_delta.hpp"
 #include "rules/hebbian.hpp"
 #include "rules/longhorn.hpp"
+#include "rules/kda.hpp"
 #include "rules/scalar_decay.hpp"
+#include "rules/vector_decay.hpp"

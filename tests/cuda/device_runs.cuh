@@ -91,13 +91,14 @@ struct device_tensor {
   }
 };
 
-/// A contiguous [B, T, HV] tensor (gates, beta, delta).
-template <class E>
+/// A contiguous [B, T, HV] tensor (gates, beta, delta), or [B, T, HV, K] (per-key gates).
+template <class E, int R = 3>
 struct device_scalars {
   device_memory mem;
-  la::tensor_view<E, 3> view;
-  device_scalars(const std::vector<double>& x, index_t B, index_t T, index_t HV)
-      : mem(x.size() * sizeof(E)), view(la::view(mem.as<E>(), B, T, HV)) {
+  la::tensor_view<E, R> view;
+  device_scalars(const std::vector<double>& x, const ref::dims& d) : mem(x.size() * sizeof(E)) {
+    if constexpr (R == 3) view = la::view(mem.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV));
+    else view = la::view(mem.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV), index_t(d.K));
     std::vector<E> host(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) host[i] = convert<E>(x[i]);
     ok(cudaMemcpy(mem.as<E>(), host.data(), mem.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
@@ -126,23 +127,25 @@ la::either_view<N, W, R> tokens(const la::either_view<N, W, R>& v, index_t t0, i
 template <class E, int R>
 la::tensor_view<E, R> token(const la::tensor_view<E, R>& v, index_t t) { return tokens(v, t, 1); }
 
-/// Gates or betas on the device in the input type E or, for mixed precision, in float.
-template <class E>
+/// Gates or betas on the device in the input type E or, for mixed precision, in float; rank 4
+/// for per-key gates.
+template <class E, int R = 3>
 struct device_coefficients {
-  std::optional<device_scalars<E>> narrow;
-  std::optional<device_scalars<float>> wide;
+  std::optional<device_scalars<E, R>> narrow;
+  std::optional<device_scalars<float, R>> wide;
   /// Copies x to the device and returns the rule's coefficient view of it.
   auto set(const std::vector<double>& x, const ref::dims& d, bool in_float) {
-    using view_t = la::coefficient_view<E, 3>;
-    if (in_float) return view_t(wide.emplace(x, d.B, d.T, d.HV).view);
-    return view_t(narrow.emplace(x, d.B, d.T, d.HV).view);
+    using view_t = la::coefficient_view<E, R>;
+    if (in_float) return view_t(wide.emplace(x, d).view);
+    return view_t(narrow.emplace(x, d).view);
   }
 };
 
 template <class Rule, class E>
 struct device_problem {
   device_tensor<E> q, k, v;
-  device_coefficients<E> g, beta;
+  device_coefficients<E, Rule::decay == la::decay_kind::vector ? 4 : 3> g;
+  device_coefficients<E> beta;
   typename Rule::template inputs<E> in{};
 
   device_problem(const ref::problem& p, bool head_first, bool float_coefficients = false)
@@ -204,6 +207,14 @@ struct call_seqlens {
   }
 };
 
+/// recurrent_forward, or chunkwise_forward for the rules the chunkwise kernels take.
+template <class Rule, class E>
+void forward(form f, const typename Rule::template inputs<E>& in, la::tensor_view<E, 4> out, const la::options<float>& opt) {
+  if (f != form::chunkwise) return la::cuda::recurrent_forward<Rule>(in, out, opt);
+  if constexpr (la::cuda::detail::has_chunk_kernels<Rule>) la::cuda::chunkwise_forward<Rule>(in, out, opt);
+  else throw std::logic_error(std::string("no chunkwise CUDA form for ") + Rule::name);
+}
+
 template <class Rule, class E>
 outcome run_typed(const ref::problem& p, form f, const config& c) {
   const auto& d = p.d;
@@ -242,8 +253,7 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
     } else {
       opt.initial_state = pool_view;
       opt.final_state = pool_view;
-      if (f == form::chunkwise) la::cuda::chunkwise_forward<Rule>(dp.in, out.view, opt);
-      else la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
+      forward<Rule>(f, dp.in, out.view, opt);
     }
     ok(cudaDeviceSynchronize(), name(f));
     const std::vector<double> after = read_floats(pool);
@@ -259,8 +269,7 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
   } else {
     if (c.use_s0) opt.initial_state = state_view(s0);
     if (c.want_state) opt.final_state = state_view(s1);
-    if (f == form::chunkwise) la::cuda::chunkwise_forward<Rule>(dp.in, out.view, opt);
-    else la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
+    forward<Rule>(f, dp.in, out.view, opt);
     ok(cudaDeviceSynchronize(), name(f));
     if (c.want_state) r.s = read_floats(s1);
   }
@@ -365,8 +374,7 @@ std::vector<double> checkpoints_typed(const ref::problem& p, int every, form f) 
   opt.checkpoint_every = every;
   opt.checkpoints = la::tensor_view<float, 5>(cp.as<float>(), {N, J, index_t(d.HV), index_t(d.K), index_t(d.V)},
                                               {J * per, per, index_t(d.K) * d.V, index_t(d.V), 1});
-  if (f == form::chunkwise) la::cuda::chunkwise_forward<Rule>(dp.in, out.view, opt);
-  else la::cuda::recurrent_forward<Rule>(dp.in, out.view, opt);
+  forward<Rule>(f, dp.in, out.view, opt);
   ok(cudaDeviceSynchronize(), "forward with checkpoints");
   return read_floats(cp);
 }
@@ -459,10 +467,14 @@ std::string bad_call(const char* what) {
   return {};
 }
 
-#define LINATTN_TEST_RULE(R)                                                                                   \
+/// A rule of the token kernel only (per-key decays): the forms it runs on CUDA.
+#define LINATTN_TEST_TOKEN_RULE(R)                                                                             \
   template outcome run<la::R>(const ref::problem&, dtype, form, const config&);                                      \
   template draft_outcome run_drafts<la::R>(const ref::problem&, dtype, const std::vector<std::int64_t>&, bool, bool); \
-  template std::vector<double> run_checkpoints<la::R>(const ref::problem&, dtype, int, form);                        \
+  template std::vector<double> run_checkpoints<la::R>(const ref::problem&, dtype, int, form);
+
+#define LINATTN_TEST_RULE(R)                                                                                   \
+  LINATTN_TEST_TOKEN_RULE(R)                                                                                   \
   template bool resume_matches<la::R>(const ref::problem&, dtype, int, int);                                         \
   template std::string bad_call<la::R>(const char*);
 

@@ -83,6 +83,25 @@ void check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t
   std::printf("error %s %s %s out %.2e state %.2e\n", Rule::name, cuda_tests::name(f), cuda_tests::name(t), e_out, e_state);
 }
 
+/// Hostile gates: a hard reset (-inf) every 37 gates and a -1e5 gate every 53, among mild ones.
+void hostile_gates(ref::problem& p) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < p.g.size(); ++i) {
+    if (i % 37 == 5) p.g[i] = -inf;
+    else if (i % 53 == 11) p.g[i] = -1e5;
+  }
+}
+
+/// Rows of q and k from 1e-3 to 1e2 long, normalised by the call (options::normalize_qk) and by
+/// the reference: without the normalisation the delta rules diverge.
+std::function<void(ref::problem&)> unnormalised_rows(std::mt19937_64& rng) {
+  return [&rng](ref::problem& p) {
+    harness::scale_rows(p.q, p.d.K, rng);
+    harness::scale_rows(p.k, p.d.K, rng);
+    p.normalize_qk = true;
+  };
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("cuda recurrent and chunkwise forms match the float64 reference", "[cuda]", la::Hebbian,
@@ -98,6 +117,36 @@ TEMPLATE_TEST_CASE("cuda decode_step token by token matches the float64 referenc
   std::mt19937_64 rng(7);
   const shape_case sc{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, sc, t, form::decode, harness::gates::mild);
+}
+
+TEMPLATE_TEST_CASE("cuda per-key decays (VectorDecay, KDA) in the token forms", "[cuda][per_key]", la::VectorDecay,
+                   la::KDA) {
+  std::mt19937_64 rng(61);
+  // The recurrence and decode on every shape case; fla's mixed precision with strong gates;
+  // hard resets (-inf) and -1e5 gates among mild ones; q and k normalised in the call; states
+  // through a pool (inline slots and the uploaded table).
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+    for (const auto& sc : shape_cases()) check_against_reference<TestType>(rng, sc, t, form::recurrent, harness::gates::mild);
+  const shape_case steps{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, steps, t, form::decode, harness::gates::mild);
+  const shape_case mixed{"packed 0,1,64,64,200,330 H1 HV3 K128 V64, head-first views, float gates and betas",
+                         {1, 330, 1, 3, 128, 64}, {0, 1, 64, 64, 200, 330}, {.head_first = true, .float_coefficients = true}};
+  for (dtype t : {dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, mixed, t, form::recurrent, harness::gates::strong);
+  const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
+  for (dtype t : {dtype::f32, dtype::bf16})
+    for (form f : {form::recurrent, form::decode}) check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile_gates);
+  const auto unnormalised = unnormalised_rows(rng);
+  const shape_case norm{"B2 T150 H2 HV4 K64 V128, normalised in the call", {2, 150, 2, 4, 64, 128}, {}, {.normalize_qk = true}};
+  check_against_reference<TestType>(rng, norm, dtype::bf16, form::recurrent, harness::gates::mild, unnormalised);
+  const shape_case pools[] = {
+      {"packed 0,1,65,200 H1 HV2 K128 V64, pool", {1, 200, 1, 2, 128, 64}, {0, 1, 65, 200}, {.through_pool = true}},
+      {"B70 T3 H1 HV2 K64 V64, pool (slot table)", {70, 3, 1, 2, 64, 64}, {}, {.through_pool = true}},
+      {"B4 T3 H2 HV4 K128 V64, pool, indices in host memory", {4, 3, 2, 4, 128, 64}, {}, {.through_pool = true, .slots_on_host = true}},
+  };
+  for (const auto& pc : pools)
+    for (form f : {form::recurrent, form::decode})
+      if (f == form::recurrent || pc.cu.empty())  // decode takes no packed batch
+        check_against_reference<TestType>(rng, pc, dtype::f32, f, harness::gates::mild);
 }
 
 TEMPLATE_TEST_CASE("cuda 16-bit q, k, v with float gates and betas (fla's mixed precision)", "[cuda][mixed]",
@@ -121,12 +170,7 @@ TEMPLATE_TEST_CASE("cuda 16-bit q, k, v with float gates and betas (fla's mixed 
 TEMPLATE_TEST_CASE("cuda options::normalize_qk: unnormalised q and k in every form", "[cuda][qk_norm]", la::Hebbian,
                    la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
   std::mt19937_64 rng(51);
-  // rows of q and k from 1e-3 to 1e2 long: without the normalisation the delta rules diverge
-  const auto unnormalised = [&](ref::problem& p) {
-    harness::scale_rows(p.q, p.d.K, rng);
-    harness::scale_rows(p.k, p.d.K, rng);
-    p.normalize_qk = true;
-  };
+  const auto unnormalised = unnormalised_rows(rng);
   const std::vector<shape_case> cases{
       {"B2 T150 H2 HV4 K64 V128, normalised in the call", {2, 150, 2, 4, 64, 128}, {}, {.normalize_qk = true}},
       {"packed 0,1,64,64,200,330 H1 HV3 K128 V64, head-first views, float gates and betas, normalised in the call",
@@ -176,7 +220,7 @@ TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::st
 }
 
 TEMPLATE_TEST_CASE("cuda speculative decoding: verify with a record, commit every accepted count", "[cuda][speculative]",
-                   la::Hebbian, la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::Hebbian, la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(41);
   struct draft_case {
     const char* name;
@@ -201,7 +245,8 @@ TEMPLATE_TEST_CASE("cuda speculative decoding: verify with a record, commit ever
             const int len = dc.cu.empty() ? dc.d.T : int(dc.cu[std::size_t(n) + 1] - dc.cu[std::size_t(n)]);
             accepted[std::size_t(n)] = std::min(len, (a + n) % (L + 1));  // a different count per sequence
           }
-          const bool on_device = a % 2 == 0, per_key = a % 3 == 1;
+          const bool per_vector = TestType::decay == la::decay_kind::vector;  // a per-key decay records G = K
+          const bool on_device = a % 2 == 0, per_key = per_vector || a % 3 == 1;
           const auto got = cuda_tests::run_drafts<TestType>(p, t, accepted, on_device, per_key);
           INFO(TestType::name << " " << cuda_tests::name(t) << ": " << dc.name << ", gates " << int(g) << ", a " << a);
           CHECK(got.out_all_written);
@@ -251,7 +296,7 @@ void check_checkpoints(const ref::problem& p, const std::vector<double>& got, in
 }
 
 TEMPLATE_TEST_CASE("cuda recurrent form writes checkpoints every n tokens", "[cuda][checkpoints]", la::ScalarDecay,
-                   la::GatedDelta) {
+                   la::GatedDelta, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(43);
   const ref::dims d{1, 23, 1, 2, 64, 128};
   const std::vector<std::int64_t> cu{0, 10, 11, 11, 23};
@@ -324,14 +369,7 @@ TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -
                    la::ScalarDecay, la::GatedDelta) {
   std::mt19937_64 rng(23);
   const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
-  const auto hostile = [](ref::problem& p) {
-    const double inf = std::numeric_limits<double>::infinity();
-    for (std::size_t i = 0; i < p.g.size(); ++i) {  // a reset every 37 gates, a -1e5 gate every 53
-      if (i % 37 == 5) p.g[i] = -inf;
-      else if (i % 53 == 11) p.g[i] = -1e5;
-    }
-  };
   for (dtype t : {dtype::f32, dtype::bf16})
     for (form f : {form::recurrent, form::chunkwise, form::decode})
-      check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile);
+      check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile_gates);
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Per-token coefficients of a rule read on the device, in fp32: the log gate (0 for rules
-/// without decay) and the write strength beta (1 for the additive family). They call the
+/// without decay; per key dimension for vector decays) and the write strength beta (1 for the
+/// additive family). They call the
 /// rule's own LINATTN_HOST_DEVICE functions, the same ones the CPU uses.
 #pragma once
 
@@ -42,6 +43,14 @@ __device__ inline float log_gate(const typename Rule::template inputs<T>& in, in
   } else {
     return 0.0f;
   }
+}
+
+/// The log gate of key dimension d (per-key decays), floored as log_gate.
+template <class Rule, class T>
+__device__ inline float key_log_gate(const typename Rule::template inputs<T>& in, index_t b, index_t t, index_t hv,
+                                     index_t d) {
+  const float g = to_float(Rule::log_gate(in, b, t, hv, d));
+  return g < -110.0f ? -110.0f : g;
 }
 
 /// beta_t given ||k_t||^2 (Longhorn needs the norm; the other rules ignore it).

@@ -10,6 +10,9 @@
 ///   o = alpha r + (k . scale q) u
 ///   H <- alpha H + k u^T
 ///
+/// Per-key decays (VectorDecay, KDA) scale the rows first, H <- diag(exp g_t) H, and then run
+/// the same step with alpha = 1.
+///
 /// Optionally it also writes the state after every `every` tokens (checkpoints) and, for
 /// verify_drafts, each token's write (k, u) and log gate instead of any state.
 #pragma once
@@ -34,8 +37,10 @@ template <class Rule, class T, int K>
 __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
   constexpr int W = token_block_warps, R = K / W;
   static_assert(K % W == 0, "K must split over the warps");
+  constexpr bool per_key = Rule::decay == decay_kind::vector;
   __shared__ float qk[2][2][K];      // [parity][q or k][K]
   __shared__ float partial[2][2][W][32];  // [parity][p or r][warp][column]
+  __shared__ float key_gates[per_key ? 2 : 1][per_key ? K : 1];  // [parity][K] log gates (per-key decays)
 
   const index_t n_seq = blockIdx.x, hv = blockIdx.y, v0 = index_t(blockIdx.z) * 32;
   const index_t h = hv / args.group;
@@ -56,11 +61,15 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
     for (int i = tid; i < K; i += 32 * W) {
       qk[par][0][i] = args.scale * to_float(in.q(b, t, h, i));
       qk[par][1][i] = to_float(in.k(b, t, h, i));
+      if constexpr (per_key) key_gates[par][i] = key_log_gate<Rule, T>(in, b, t, hv, i);
     }
     const float v = to_float(in.v(b, t, hv, j));
     const float lg = log_gate<Rule, T>(in, b, t, hv);
     const float alpha = __expf(lg);
     __syncthreads();
+    if constexpr (per_key)
+#pragma unroll
+      for (int i = 0; i < R; ++i) hreg[i] *= __expf(key_gates[par][warp * R + i]);
     float p = 0.0f, r = 0.0f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -96,7 +105,10 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
       if (warp == 0) args.record.updates(n_seq, step, hv, j) = u;
       if (blockIdx.z == 0) {
         for (int i = tid; i < K; i += 32 * W) args.record.keys(n_seq, step, hv, i) = qk[par][1][i];
-        for (int i = tid; i < args.record.log_decay.extent(3); i += 32 * W) args.record.log_decay(n_seq, step, hv, i) = lg;
+        for (int i = tid; i < args.record.log_decay.extent(3); i += 32 * W) {
+          if constexpr (per_key) args.record.log_decay(n_seq, step, hv, i) = key_gates[par][i];
+          else args.record.log_decay(n_seq, step, hv, i) = lg;
+        }
       }
     }
     if (const int entry = args.checkpoint_entry(step + 1, s.length); entry >= 0)
