@@ -10,7 +10,7 @@
 namespace nb = nanobind;
 
 namespace linattn::python {
-#define LINATTN_PY_RULES(X) X(hebbian) X(scalar_decay) X(vector_decay) X(delta) X(gated_delta) X(longhorn) X(nlms) X(rls) X(kda)
+#define LINATTN_PY_RULES(X) X(hebbian) X(scalar_decay) X(vector_decay) X(delta) X(gated_delta) X(longhorn) X(nlms) X(rls) X(kda) X(ttt_linear)
 #define LINATTN_PY_DECLARE(name) void bind_##name(nb::module_& m);
 LINATTN_PY_RULES(LINATTN_PY_DECLARE)
 }  // namespace linattn::python

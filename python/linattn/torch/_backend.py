@@ -147,3 +147,25 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
         g.copy_(h)
     if grad_initial_state is not None:
         grad_initial_state.copy_(host_gs0)
+
+
+def forward_ttt(form, q, k, v, eta, ln_weight, ln_bias, tau, mini_batch, initial_state, initial_bias,
+                initial_cache, cu_seqlens, scale, chunk_size, out, final_state, final_bias, final_cache):
+    """TTT-Linear's forward (linattn._cpu.forward_ttt_linear): writes `out` and, if given, the
+    final weights, bias and cache. It has CPU kernels only: other devices run them on host copies."""
+    if q.device.type == "cpu":
+        with _python_names():
+            _cpu.forward_ttt_linear(form, q, k, v, eta, ln_weight, ln_bias, tau, mini_batch, out, initial_state,
+                                    final_state, initial_bias, final_bias, initial_cache, final_cache, cu_seqlens,
+                                    scale, chunk_size, _threads(), _check_values)
+        return
+    _warn_once(("forward", "ttt_linear", q.device.type),
+               f"linattn: ttt_linear {form} forward on {q.device.type} tensors runs the CPU kernels on host copies "
+               "(no device kernel for this rule); docs/python.md")
+    outputs = [out, final_state, final_bias, final_cache]
+    host = [None if x is None else torch.empty(x.shape, dtype=x.dtype) for x in outputs]
+    forward_ttt(form, *(_host(x) for x in (q, k, v, eta, ln_weight, ln_bias, tau)), mini_batch,
+                *(_host(x) for x in (initial_state, initial_bias, initial_cache, cu_seqlens)), scale, chunk_size, *host)
+    for x, h in zip(outputs, host):
+        if x is not None:
+            x.copy_(h)
