@@ -112,4 +112,10 @@ std::string bad_backward_call(const char* what);
 /// linattn::cuda::trim_workspace(), after a device synchronisation.
 void trim_workspace();
 
+/// chunkwise_forward<GatedDelta> (bf16) from the library's pool, then again with a counting
+/// caller allocator installed (linattn::cuda::set_workspace_allocator; the previous one is put
+/// back). True when both give the same bits, the caller's allocator served the workspace (at
+/// least one allocation, and as many releases), and an allocator without `release` is refused.
+bool caller_allocator_serves(const ref::problem& p);
+
 }  // namespace cuda_tests

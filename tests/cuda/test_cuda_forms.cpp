@@ -149,6 +149,13 @@ TEMPLATE_TEST_CASE("cuda per-key decays (VectorDecay, KDA) in the token forms", 
         check_against_reference<TestType>(rng, pc, dtype::f32, f, harness::gates::mild);
 }
 
+TEST_CASE("cuda workspace from a caller's allocator (set_workspace_allocator)", "[cuda][allocator]") {
+  std::mt19937_64 rng(67);
+  const auto p = harness::make_problem(rng, {2, 150, 2, 4, 128, 64}, harness::spec_of<la::GatedDelta>(),
+                                       harness::gates::mild, true, {});
+  CHECK(cuda_tests::caller_allocator_serves(p));
+}
+
 TEMPLATE_TEST_CASE("cuda 16-bit q, k, v with float gates and betas (fla's mixed precision)", "[cuda][mixed]",
                    la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
   std::mt19937_64 rng(23);

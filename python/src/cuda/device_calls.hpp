@@ -13,6 +13,7 @@
 #include <linattn/core/tensor_view.hpp>
 #include <linattn/cuda/element_types.hpp>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace linattn::python {
@@ -27,5 +28,16 @@ void cuda_forward(bool chunk, const typename Rule::template inputs<E>& in, tenso
 template <class Rule, class E>
 void cuda_backward(const typename Rule::template inputs<E>& in, tensor_view<const E, 4> grad_out,
                    const gradients_t<Rule, E>& grads, const backward_options<float>& opt, std::uintptr_t stream);
+
+/// A workspace allocator in plain C++ terms (streams as integers), for the module to install
+/// without CUDA's headers: see linattn::cuda::workspace_allocator.
+struct workspace_hook {
+  void* (*allocate)(std::size_t bytes, std::uintptr_t stream, void* context) = nullptr;
+  void (*release)(void* p, std::size_t bytes, std::uintptr_t stream, void* context) = nullptr;
+  void* context = nullptr;
+};
+
+/// Makes every later linattn::cuda call take its workspace from `hook` (workspace.cu).
+void use_workspace_allocator(const workspace_hook& hook);
 
 }  // namespace linattn::python

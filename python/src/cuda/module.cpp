@@ -4,9 +4,9 @@
 /// arrays: q, k, v (and out, grad_out, dq, dk, dv) float32, bfloat16 or float16; g, beta and
 /// their gradients in that dtype or float32 (fla's mixed precision, read in place); states
 /// float32. Calls are queued on the caller's stream (torch's current stream, passed as an
-/// integer handle). Outputs are torch tensors from its caching allocator; the library's own
-/// workspace comes from its stream-ordered pool (linattn::cuda takes no caller workspace;
-/// docs/python.md#cuda-tensors).
+/// integer handle). Outputs are torch tensors from its caching allocator, and so is the
+/// library's workspace: the module installs torch's caching allocator as linattn::cuda's
+/// workspace allocator when it is imported (docs/python.md#cuda-tensors).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
@@ -82,11 +82,43 @@ void bind(nb::module_& m, const std::string& name) {
         "stream"_a);
 }
 
+namespace {
+
+// torch.cuda.caching_allocator_alloc and caching_allocator_delete, kept for the process.
+nb::handle torch_allocate, torch_delete;
+
+/// `bytes` from torch's caching allocator for work on `stream` (the current device's; the Python
+/// layer makes q's device current). The library calls this with the GIL released.
+void* torch_workspace(std::size_t bytes, std::uintptr_t stream, void*) {
+  const nb::gil_scoped_acquire locked;
+  try {
+    return reinterpret_cast<void*>(nb::cast<std::uintptr_t>(torch_allocate(bytes, nb::none(), stream)));
+  } catch (...) {
+    return nullptr;  // the library throws linattn::error naming the size
+  }
+}
+
+/// Hands a workspace back to torch's cache; torch may reuse it for later work on the same
+/// stream, which runs after the call's kernels.
+void torch_release(void* p, std::size_t, std::uintptr_t, void*) {
+  const nb::gil_scoped_acquire locked;
+  try {
+    torch_delete(reinterpret_cast<std::uintptr_t>(p));
+  } catch (...) {  // nothing to do: the block stays with torch
+  }
+}
+
+}  // namespace
+
 }  // namespace linattn::python
 
 NB_MODULE(_cuda, m) {
   m.doc() = "linattn CUDA forward and backward kernels (internal: use linattn.torch)";
   using namespace linattn;
+  const nanobind::module_ torch_cuda = nanobind::module_::import_("torch.cuda");
+  python::torch_allocate = nanobind::object(torch_cuda.attr("caching_allocator_alloc")).release();
+  python::torch_delete = nanobind::object(torch_cuda.attr("caching_allocator_delete")).release();
+  python::use_workspace_allocator({python::torch_workspace, python::torch_release, nullptr});
   python::bind<Hebbian>(m, "hebbian");
   python::bind<ScalarDecay>(m, "scalar_decay");
   python::bind<Delta>(m, "delta");

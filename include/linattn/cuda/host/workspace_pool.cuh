@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// A call's workspace: spans of one allocation (laid out by the call's plan, plan.cuh) from the
-/// library's stream-ordered memory pool, one per device. The chunkwise form needs K + V + 64
+/// library's stream-ordered memory pool, one per device, or from the caller's allocator
+/// (set_workspace_allocator). The chunkwise form needs K + V + 64
 /// input-type elements per token and value head (W, U, the intra-chunk scores; more for the
 /// warp-specialised state pass) plus 256 bytes per chunk and value head (the gate cumsums); a
 /// pool that keeps freed memory reserved (release threshold unlimited) lets repeated calls reuse
@@ -14,11 +15,27 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include "../../core/error.hpp"
 
 #include "status.cuh"
 
 namespace linattn::cuda {
+
+/// A caller's allocator for the calls' workspace, e.g. a framework's caching allocator (the
+/// PyTorch package installs torch's). `allocate(bytes, stream, context)` returns device memory
+/// for work queued on `stream`, or null (the call then throws linattn::error). `release(p, bytes,
+/// stream, context)` comes as soon as the call has queued its last kernel, before they run, so
+/// the allocator must be stream-ordered: it may hand p out again only to work queued on `stream`
+/// after that point (as cudaFreeAsync and torch's caching allocator do). Unset: the library's
+/// own pool.
+struct workspace_allocator {
+  void* (*allocate)(std::size_t bytes, cudaStream_t stream, void* context) = nullptr;
+  void (*release)(void* p, std::size_t bytes, cudaStream_t stream, void* context) = nullptr;
+  void* context = nullptr;
+};
 
 namespace detail {
 
@@ -61,16 +78,42 @@ struct workspace_layout {
   }
 };
 
-/// A call's workspace from the pool, freed (stream-ordered) at scope exit.
+/// The process's workspace allocator (set_workspace_allocator), guarded by one mutex.
+struct installed_allocator {
+  std::mutex mutex;
+  workspace_allocator allocator;
+  static installed_allocator& instance() {
+    static installed_allocator a;
+    return a;
+  }
+  workspace_allocator get() {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return allocator;
+  }
+};
+
+/// A call's workspace from the caller's allocator when one is installed, else from the pool;
+/// handed back (stream-ordered) at scope exit.
 class scratch {
  public:
-  scratch(std::size_t bytes, cudaStream_t stream) : stream_(stream) {
-    if (bytes) check(cudaMallocFromPoolAsync(&ptr_, bytes, workspace_pool(), stream), "cudaMallocFromPoolAsync(workspace)");
+  scratch(std::size_t bytes, cudaStream_t stream) : bytes_(bytes), stream_(stream) {
+    if (!bytes) return;
+    allocator_ = installed_allocator::instance().get();
+    if (!allocator_.allocate) {
+      check(cudaMallocFromPoolAsync(&ptr_, bytes, workspace_pool(), stream), "cudaMallocFromPoolAsync(workspace)");
+      return;
+    }
+    ptr_ = allocator_.allocate(bytes, stream, allocator_.context);
+    if (!ptr_)
+      throw error("linattn::cuda: the installed workspace allocator returned no memory for " + std::to_string(bytes) +
+                  " bytes");
   }
   scratch(const scratch&) = delete;
   scratch& operator=(const scratch&) = delete;
   ~scratch() {
-    if (ptr_) cudaFreeAsync(ptr_, stream_);
+    if (!ptr_) return;
+    if (allocator_.allocate) allocator_.release(ptr_, bytes_, stream_, allocator_.context);
+    else cudaFreeAsync(ptr_, stream_);
   }
   /// The elements of a span (the workspace is raw memory).
   template <class E>
@@ -80,7 +123,9 @@ class scratch {
 
  private:
   void* ptr_ = nullptr;
+  std::size_t bytes_;
   cudaStream_t stream_;
+  workspace_allocator allocator_{};
 };
 
 /// Uploads a host table into its span (stream-ordered; the vector may die after); null if empty.
@@ -94,6 +139,19 @@ const E* upload(const scratch& ws, workspace_span<E> at, const std::vector<E>& t
 }
 
 }  // namespace detail
+
+/// Takes every later call's workspace from `a` (a default-constructed one: the library's pool
+/// again) and returns the allocator it replaces. A process-wide setting, read once per call.
+/// Both `allocate` and `release` must be set, or neither.
+inline workspace_allocator set_workspace_allocator(workspace_allocator a) {
+  if (!a.allocate != !a.release)
+    throw error("linattn::cuda::set_workspace_allocator: argument 'a' sets only one of allocate and release");
+  auto& slot = detail::installed_allocator::instance();
+  const std::lock_guard<std::mutex> lock(slot.mutex);
+  const workspace_allocator before = slot.allocator;
+  slot.allocator = a;
+  return before;
+}
 
 /// Returns the workspace memory the library keeps reserved on the current device to the
 /// driver. Call it after the work that used it has finished (e.g. after a stream
