@@ -26,7 +26,7 @@ namespace linattn::cuda {
 
 /// A caller's allocator for the calls' workspace, e.g. a framework's caching allocator (the
 /// PyTorch package installs torch's). `allocate(bytes, stream, context)` returns device memory
-/// for work queued on `stream`, or null (the call then throws linattn::error). `release(p, bytes,
+/// (256-byte aligned) for work queued on `stream`, or null (the call then throws linattn::error). `release(p, bytes,
 /// stream, context)` comes as soon as the call has queued its last kernel, before they run, so
 /// the allocator must be stream-ordered: it may hand p out again only to work queued on `stream`
 /// after that point (as cudaFreeAsync and torch's caching allocator do). Unset: the library's
@@ -141,7 +141,8 @@ const E* upload(const scratch& ws, workspace_span<E> at, const std::vector<E>& t
 }  // namespace detail
 
 /// Takes every later call's workspace from `a` (a default-constructed one: the library's pool
-/// again) and returns the allocator it replaces. A process-wide setting, read once per call.
+/// again) and returns the allocator it replaces. A process-wide setting, read each time a call
+/// takes workspace.
 /// Both `allocate` and `release` must be set, or neither.
 inline workspace_allocator set_workspace_allocator(workspace_allocator a) {
   if (!a.allocate != !a.release)
