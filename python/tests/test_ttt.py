@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import linattn.torch as la
+from conftest import close
 
 CALLS = [("chunk", la.chunk_ttt_linear), ("recurrent", la.fused_recurrent_ttt_linear)]
 IDS = [c[0] for c in CALLS]
@@ -65,12 +66,6 @@ def make(B=2, T=23, H=2, HV=4, D=8, dtype=torch.float64):
     gam = 1.0 + 0.3 * torch.randn(HV, D, dtype=torch.float64)
     bet = 0.2 * torch.randn(HV, D, dtype=torch.float64)
     return [x.to(dtype) for x in (q, k, v, eta, gam, bet)]
-
-
-def close(a, b, tol):
-    a, b = a.double(), b.double()
-    err = ((a - b).abs().max() / b.abs().max().clamp_min(1e-12)).item()
-    assert err < tol, f"relative error {err:.3e} >= {tol:.1e}"
 
 
 @pytest.mark.parametrize("form,call", CALLS, ids=IDS)
@@ -162,3 +157,18 @@ def test_custom_op_schema_and_fake_tensors():
     args = ("chunk", q, k, v, eta, gam, bet, None, 4, None, None, None, None, 1.0, 8, True)
     torch.library.opcheck(torch.ops.linattn.ttt_forward.default, args,
                           test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA tests run on a GPU machine")
+def test_cuda_tensors_run_on_host_copies():
+    """No device kernel: CUDA tensors run the CPU kernels on host copies, with a warning, and the
+    results come back on the device."""
+    q, k, v, eta, gam, bet = make(dtype=torch.float32)
+    want, (W, b, c) = la.chunk_ttt_linear(q, k, v, eta, gam, bet, mini_batch=4, output_final_state=True)
+    with pytest.warns(RuntimeWarning, match="host copies"):
+        got, state = la.chunk_ttt_linear(*(x.cuda() for x in (q, k, v, eta, gam, bet)), mini_batch=4,
+                                         output_final_state=True)
+    assert got.is_cuda and all(x.is_cuda for x in state)
+    assert torch.equal(got.cpu(), want)
+    for a, e in zip(state, (W, b, c)):
+        assert torch.equal(a.cpu(), e)

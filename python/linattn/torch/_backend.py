@@ -66,6 +66,16 @@ def _host(t):
     return None if t is None else t.detach().cpu()
 
 
+def _on_host(run, outputs):
+    """Calls run(host_outputs) with CPU buffers shaped like `outputs` (None stays None), then
+    copies the results into `outputs`: the fallback for tensors no device kernel takes."""
+    host = [None if x is None else torch.empty(x.shape, dtype=x.dtype) for x in outputs]
+    run(host)
+    for x, h in zip(outputs, host):
+        if x is not None:
+            x.copy_(h)
+
+
 _CUDA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -105,13 +115,9 @@ def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, norma
     _warn_once(("forward", rule, q.device.type),
                f"linattn: {rule} {form} forward on {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
                "runs the CPU kernels on host copies (no device kernel for this case); docs/python.md")
-    host_out = torch.empty(out.shape, dtype=out.dtype)
-    host_state = None if final_state is None else torch.empty(final_state.shape, dtype=final_state.dtype)
-    forward(rule, form, _host(q), _host(k), _host(v), [_host(e) for e in extras], _host(initial_state),
-            _host(cu_seqlens), scale, normalize_qk, number, chunk_size, output_final_state, host_out, host_state)
-    out.copy_(host_out)
-    if final_state is not None:
-        final_state.copy_(host_state)
+    _on_host(lambda h: forward(rule, form, _host(q), _host(k), _host(v), [_host(e) for e in extras],
+                               _host(initial_state), _host(cu_seqlens), scale, normalize_qk, number, chunk_size,
+                               output_final_state, h[0], h[1]), [out, final_state])
 
 
 def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, normalize_qk,
@@ -137,16 +143,9 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
     _warn_once(("backward", rule, q.device.type),
                f"linattn: the {rule} backward of {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
                "runs the CPU kernels on host copies (no device kernel for this case); docs/python.md")
-    host_grads = [torch.empty(g.shape, dtype=g.dtype) for g in grads]
-    host_gs0 = None if grad_initial_state is None else torch.empty(grad_initial_state.shape,
-                                                                  dtype=grad_initial_state.dtype)
-    backward(rule, _host(q), _host(k), _host(v), [_host(e) for e in extras], _host(grad_out),
-             _host(grad_final_state), _host(initial_state), _host(cu_seqlens), scale, normalize_qk, number,
-             chunk_size, host_grads, host_gs0)
-    for g, h in zip(grads, host_grads):
-        g.copy_(h)
-    if grad_initial_state is not None:
-        grad_initial_state.copy_(host_gs0)
+    _on_host(lambda h: backward(rule, _host(q), _host(k), _host(v), [_host(e) for e in extras], _host(grad_out),
+                                _host(grad_final_state), _host(initial_state), _host(cu_seqlens), scale,
+                                normalize_qk, number, chunk_size, h[:-1], h[-1]), [*grads, grad_initial_state])
 
 
 def forward_ttt(form, q, k, v, eta, ln_weight, ln_bias, tau, mini_batch, initial_state, initial_bias,
@@ -162,10 +161,6 @@ def forward_ttt(form, q, k, v, eta, ln_weight, ln_bias, tau, mini_batch, initial
     _warn_once(("forward", "ttt_linear", q.device.type),
                f"linattn: ttt_linear {form} forward on {q.device.type} tensors runs the CPU kernels on host copies "
                "(no device kernel for this rule); docs/python.md")
-    outputs = [out, final_state, final_bias, final_cache]
-    host = [None if x is None else torch.empty(x.shape, dtype=x.dtype) for x in outputs]
-    forward_ttt(form, *(_host(x) for x in (q, k, v, eta, ln_weight, ln_bias, tau)), mini_batch,
-                *(_host(x) for x in (initial_state, initial_bias, initial_cache, cu_seqlens)), scale, chunk_size, *host)
-    for x, h in zip(outputs, host):
-        if x is not None:
-            x.copy_(h)
+    _on_host(lambda h: forward_ttt(form, *(_host(x) for x in (q, k, v, eta, ln_weight, ln_bias, tau)), mini_batch,
+                                   *(_host(x) for x in (initial_state, initial_bias, initial_cache, cu_seqlens)),
+                                   scale, chunk_size, *h), [out, final_state, final_bias, final_cache])

@@ -19,10 +19,14 @@ from . import _backend
 from ._rules import RULES
 
 
+def state_dtype(q):
+    """The kernels' state type: float32 for 16-bit q, else q's dtype."""
+    return torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else q.dtype
+
+
 def _new_state(q, shape):
-    """A state tensor: float32 for 16-bit q (the kernels' state type), else q's dtype."""
-    dtype = torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else q.dtype
-    return q.new_empty(shape, dtype=dtype)
+    """A state tensor of the kernels' state type."""
+    return q.new_empty(shape, dtype=state_dtype(q))
 
 
 def _state_shape(rule, q, v, initial_state, cu_seqlens):

@@ -21,10 +21,7 @@ from torch import Tensor
 
 from . import _backend
 from ._call import check_seqlens, check_tensor, known
-
-
-def _state_dtype(q):
-    return torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else q.dtype
+from ._ops import state_dtype
 
 
 @torch.library.custom_op("linattn::ttt_forward", mutates_args=())
@@ -41,7 +38,7 @@ def ttt_forward_op(form: str, q: Tensor, k: Tensor, v: Tensor, eta: Tensor, ln_w
 
 def _empty_states(q):
     """Three distinct empty tensors: an op's outputs are tensors, never None, and never alias."""
-    return tuple(q.new_empty((0,), dtype=_state_dtype(q)) for _ in range(3))
+    return tuple(q.new_empty((0,), dtype=state_dtype(q)) for _ in range(3))
 
 
 def _outputs(q, v, cu_seqlens, output_final_state):
@@ -50,7 +47,7 @@ def _outputs(q, v, cu_seqlens, output_final_state):
         return out, (None, None, None)
     N = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
     HV, D = v.shape[2], v.shape[3]
-    s = _state_dtype(q)
+    s = state_dtype(q)
     return out, (q.new_empty((N, HV, D, D), dtype=s), q.new_empty((N, HV, D), dtype=s),
                  q.new_empty((N, HV, D + 2, D), dtype=s))
 
@@ -105,7 +102,7 @@ def _ttt(form, q, k, v, eta, ln_weight, ln_bias, mini_batch, tau, scale, initial
         q, k, v = (x.to(real) for x in (q, k, v))
     coefficient = lambda x: None if x is None else x if x.dtype in (torch.float32, q.dtype) else x.to(real)
     eta, ln_weight, ln_bias, tau = (coefficient(x) for x in (eta, ln_weight, ln_bias, tau))
-    state = _state_dtype(q)
+    state = state_dtype(q)
     w0, b0, c0 = (None if x is None else x.to(state) for x in (w0, b0, c0))
     if cu_seqlens is not None and cu_seqlens.device != q.device and q.device.type == "cpu":
         cu_seqlens = cu_seqlens.cpu()
