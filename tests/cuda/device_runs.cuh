@@ -230,6 +230,7 @@ outcome run_typed(const ref::problem& p, form f, const config& c) {
   la::options<float> opt;
   opt.scale = p.scale;
   opt.normalize_qk = c.normalize_qk;
+  if (c.tf32) opt.precision = la::product_precision::tf32;
   const call_seqlens cu(p, c.cu_on_device, opt);
   outcome r;
   if (c.through_pool) {

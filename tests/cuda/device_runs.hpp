@@ -33,6 +33,7 @@ struct config {
   bool float_coefficients = false;  // gates, betas (and their gradients) in float whatever the
                                     // input type: fla's mixed precision (bf16 q, k, v; fp32 g, beta)
   bool normalize_qk = false;  // options::normalize_qk (the reference normalises when p.normalize_qk)
+  bool tf32 = false;  // options::precision = tf32 (float inputs, chunkwise: one TF32 product per step)
 };
 
 struct outcome {

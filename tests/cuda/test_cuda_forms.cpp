@@ -59,9 +59,10 @@ std::vector<shape_case> shape_cases() {
 }
 
 /// `edit` changes the random problem before it is rounded to the input type (hostile gates).
+/// Returns the relative error of the output.
 template <class Rule>
-void check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t, form f, harness::gates g,
-                             const std::function<void(ref::problem&)>& edit = {}) {
+double check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t, form f, harness::gates g,
+                               const std::function<void(ref::problem&)>& edit = {}) {
   auto p = harness::make_problem(rng, sc.d, harness::spec_of<Rule>(), g, true, sc.cu);
   if (edit) edit(p);
   cuda_tests::round_inputs(p, t, sc.c.float_coefficients);
@@ -69,18 +70,23 @@ void check_against_reference(std::mt19937_64& rng, const shape_case& sc, dtype t
   if (!sc.c.use_s0) ref_p.s0.clear();
   const auto want = ref::run(ref_p);
   const auto got = cuda_tests::run<Rule>(p, t, f, sc.c);
-  INFO(Rule::name << " " << cuda_tests::name(f) << " " << cuda_tests::name(t) << ": " << sc.name);
+  // TF32 products keep 10 mantissa bits, as fp16 inputs do: fp16's tolerance
+  const bool tf32 = sc.c.tf32 && t == dtype::f32;
+  const double tol = tf32 ? tolerance(dtype::f16) : tolerance(t);
+  const std::string type = std::string(cuda_tests::name(t)) + (tf32 ? "/tf32" : "");
+  INFO(Rule::name << " " << cuda_tests::name(f) << " " << type << ": " << sc.name);
   CHECK(got.out_all_written);
   CHECK(got.pool_others_untouched);
   const double e_out = harness::rel_err(got.o, want.o);
-  CHECK(e_out < tolerance(t));
+  CHECK(e_out < tol);
   double e_state = 0;
   if (sc.c.want_state) {
     e_state = harness::rel_err(got.s, want.s);
-    CHECK(e_state < tolerance(t));
+    CHECK(e_state < tol);
   }
   // one line per case, for the record (scripts/cuda-device.sh summarises them)
-  std::printf("error %s %s %s out %.2e state %.2e\n", Rule::name, cuda_tests::name(f), cuda_tests::name(t), e_out, e_state);
+  std::printf("error %s %s %s out %.2e state %.2e\n", Rule::name, cuda_tests::name(f), type.c_str(), e_out, e_state);
+  return e_out;
 }
 
 /// Hostile gates: a hard reset (-inf) every 37 gates and a -1e5 gate every 53, among mild ones.
@@ -147,6 +153,27 @@ TEMPLATE_TEST_CASE("cuda per-key decays (VectorDecay, KDA) in the token forms", 
     for (form f : {form::recurrent, form::decode})
       if (f == form::recurrent || pc.cu.empty())  // decode takes no packed batch
         check_against_reference<TestType>(rng, pc, dtype::f32, f, harness::gates::mild);
+}
+
+TEMPLATE_TEST_CASE("cuda options::precision = tf32: float inputs with one TF32 product per step", "[cuda][tf32]",
+                   la::Hebbian, la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+  std::mt19937_64 rng(71);
+  // Every shape case with TF32 products, within fp16's tolerance (the same 10 mantissa bits);
+  // strong gates and hard resets; and the option must take effect: the default (exact)
+  // products are far more accurate on the same problem.
+  for (auto sc : shape_cases()) {
+    sc.c.tf32 = true;
+    check_against_reference<TestType>(rng, sc, dtype::f32, form::chunkwise, harness::gates::mild);
+  }
+  shape_case sc{"B2 T150 H2 HV4 K64 V128, TF32 products", {2, 150, 2, 4, 64, 128}, {}, {.tf32 = true}};
+  check_against_reference<TestType>(rng, sc, dtype::f32, form::chunkwise, harness::gates::strong);
+  if constexpr (TestType::decay == la::decay_kind::scalar)
+    check_against_reference<TestType>(rng, sc, dtype::f32, form::chunkwise, harness::gates::mild, hostile_gates);
+  auto same_rng = rng;
+  const double e_tf32 = check_against_reference<TestType>(rng, sc, dtype::f32, form::chunkwise, harness::gates::mild);
+  sc.c.tf32 = false;
+  const double e_exact = check_against_reference<TestType>(same_rng, sc, dtype::f32, form::chunkwise, harness::gates::mild);
+  CHECK(e_exact * 10 < e_tf32);
 }
 
 TEST_CASE("cuda workspace from a caller's allocator (set_workspace_allocator)", "[cuda][allocator]") {

@@ -53,6 +53,17 @@ using seqlens_view = integer_list_view;
 /// The epsilon of options::normalize_qk: x / sqrt(||x||^2 + qk_norm_epsilon) (fla's value).
 inline constexpr double qk_norm_epsilon = 1e-6;
 
+/// Precision of the tensor-core products of the CUDA chunkwise form with float inputs
+/// (options::precision).
+enum class product_precision {
+  /// fp32 accuracy: each product of fp32 operands runs as three TF32 products (the operand
+  /// split into a TF32 head and a TF32 tail), as on the CPU within float rounding.
+  exact,
+  /// One TF32 product per step: the operands rounded to 10 mantissa bits once (relative error
+  /// about 1e-3, like fp16 inputs), as fla and PyTorch's allow_tf32 compute float inputs.
+  tf32,
+};
+
 /// Options of a call. `Real` is the state type: `float` for float inputs, `double` for double
 /// inputs (`la::options opt;` deduces `float`).
 template <class Real = float>
@@ -90,6 +101,10 @@ struct options {
   /// caller's (unnormalised) q and k. Costs a normalised copy of q and k per call (CPU: in
   /// scratch buffers kept for later calls, linattn::trim_scratch(); CUDA: in the workspace).
   bool normalize_qk = false;
+  /// CUDA chunkwise_forward with float inputs: the precision of its tensor-core products
+  /// (the unit-lower inverse of the delta rules stays exact in both). 16-bit inputs, the
+  /// token-by-token forms, the backward and the CPU compute as they always do and ignore it.
+  product_precision precision = product_precision::exact;
   /// Threads to use: 0 = every core the process may run on (its affinity mask); more than that
   /// is capped there. Results do not depend on this.
   int threads = 0;

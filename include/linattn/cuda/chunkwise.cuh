@@ -41,7 +41,8 @@ struct chunkwise_kernels {
   static void run(const chunkwise_plan<E>&, const chunk_args<Rule, E>&, cudaStream_t) {}
 };
 
-/// fp32: WMMA with 3xTF32 products in both passes, the state in shared memory.
+/// fp32: WMMA in both passes, the state in shared memory; the block products in 3xTF32 or,
+/// with options::precision = tf32, in one TF32 product (`Op`, tile/block_gemm.cuh).
 template <>
 struct chunkwise_kernels<float> {
   /// 32 value columns per block, or 16 when that leaves multiprocessors idle.
@@ -51,15 +52,23 @@ struct chunkwise_kernels<float> {
 
   template <class Rule, int K, int V>
   static void run(const chunkwise_plan<float>& plan, const chunk_args<Rule, float>& args, cudaStream_t stream) {
+    if (plan.products == product_precision::tf32) return run_with<Rule, K, V, single_tf32>(plan, args, stream);
+    run_with<Rule, K, V, float>(plan, args, stream);
+  }
+
+ private:
+  template <class Rule, int K, int V, class Op>
+  static void run_with(const chunkwise_plan<float>& plan, const chunk_args<Rule, float>& args, cudaStream_t stream) {
     if (plan.n_chunks > 0)
-      launch<chunk_local_wmma_storage<Rule, float, K, V>>(chunk_local_wmma_kernel<Rule, float, K, V>, plan.local_grid, args,
-                                                          stream, "chunk_local_wmma_kernel");
-    if (plan.state == state_pass::wmma_32)
-      launch<chunk_state_wmma_storage<float, K, 32>>(chunk_state_wmma_kernel<Rule, float, K, 32>, plan.state_grid, args,
+      launch<chunk_local_wmma_storage<Rule, float, K, V>>(chunk_local_wmma_kernel<Rule, float, K, V, Op>, plan.local_grid,
+                                                          args, stream, "chunk_local_wmma_kernel");
+    const auto state = [&](auto bv) {
+      constexpr int BV = decltype(bv)::value;
+      launch<chunk_state_wmma_storage<float, K, BV>>(chunk_state_wmma_kernel<Rule, float, K, BV, Op>, plan.state_grid, args,
                                                      stream, "chunk_state_wmma_kernel");
-    else
-      launch<chunk_state_wmma_storage<float, K, 16>>(chunk_state_wmma_kernel<Rule, float, K, 16>, plan.state_grid, args,
-                                                     stream, "chunk_state_wmma_kernel");
+    };
+    if (plan.state == state_pass::wmma_32) state(std::integral_constant<int, 32>{});
+    else state(std::integral_constant<int, 16>{});
   }
 };
 
@@ -114,7 +123,8 @@ struct chunkwise_kernels<__nv_bfloat16> : chunkwise_mma_kernels<__nv_bfloat16> {
 
 /// Same inputs, layouts and options as linattn::chunkwise_forward, on device memory, queued
 /// on `stream`. options::cu_seqlens may live in host or device memory (it is read on the host,
-/// which synchronises); options::chunk_size must be 64; options::checkpoints (device memory,
+/// which synchronises); options::chunk_size must be 64; options::precision picks the float
+/// inputs' tensor-core products (exact or tf32); options::checkpoints (device memory,
 /// checkpoint_every a multiple of 64) as on the CPU, written by the state pass at chunk ends.
 /// Throws linattn::error before anything is queued when an argument is invalid.
 template <rule Rule, class T>
@@ -125,7 +135,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
-  const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()));
+  const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()), opt.precision);
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);

@@ -94,6 +94,13 @@ def runs_16bit(rule, form, q, k, v, chunk_size):
     return q.device.type == "cpu" or (q.device.type == "cuda" and _cuda_supports(rule, form, q, v, chunk_size))
 
 
+def _tf32():
+    """float32 chunk forwards on CUDA take one TF32 product per step (linattn::options::precision
+    = tf32) where torch allows TF32 matmuls (torch.backends.cuda.matmul.allow_tf32, which
+    torch.set_float32_matmul_precision("high") sets), and fp32-accurate products otherwise."""
+    return bool(torch.backends.cuda.matmul.allow_tf32)
+
+
 def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number, chunk_size,
             output_final_state, out, final_state):
     """Writes `out` [B, T, HV, V] and, if given, `final_state` [N, HV, K, V(+K)]; `normalize_qk`:
@@ -110,7 +117,7 @@ def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, norma
         with torch.cuda.device(q.device), _python_names():
             getattr(_cuda, "forward_" + rule)(form, dense(q), dense(k), dense(v), [dense(e) for e in extras], out,
                                               dense(initial_state), final_state, cu_seqlens, scale, normalize_qk,
-                                              number, stream)
+                                              number, _tf32(), stream)
         return
     _warn_once(("forward", rule, q.device.type),
                f"linattn: {rule} {form} forward on {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "

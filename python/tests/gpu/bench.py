@@ -4,8 +4,11 @@ overhead: the call returns before the GPU finishes) and the GPU time per call (C
 forward and forward+backward, bf16 q/k/v with fp32 g/beta. Small calls (decode, B=1 prefill)
 are where host overhead shows. linattn runs its 16-bit CUDA kernels on the bf16 tensors as they
 are, g and beta read in fp32 (docs/python.md#cuda-tensors). The last row repeats the training
-shape with use_qk_l2norm_in_kernel=True (q and k normalised inside each library's call)."""
+shape with use_qk_l2norm_in_kernel=True (q and k normalised inside each library's call). Then
+float32 inputs, where fla takes TF32 products and linattn exact or TF32 ones (`bench.py float32`:
+that section alone)."""
 
+import sys
 import time
 
 import torch
@@ -77,6 +80,8 @@ def measure(fn, iters):
 
 def main():
     libs = [("linattn", la)] + ([("fla", fla_gdn)] if fla_gdn else [])
+    if sys.argv[1:] == ["float32"]:  # only the float32 section
+        return float32_inputs(libs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; times in microseconds per call")
     print(f"{'shape':20} {'lib':8} {'fwd host':>10} {'fwd gpu':>10} {'f+b host':>10} {'f+b gpu':>10}")
     for name, form, B, T, H, K, V, backward, l2norm in SHAPES:
@@ -93,6 +98,32 @@ def main():
                     (o.float().sum() + s.sum()).backward()
                 bh, bg = measure(step, 3 if lib is la else 10)
             print(f"{name:20} {lib_name:8} {fh:10.1f} {fg:10.1f} {bh:10.1f} {bg:10.1f}", flush=True)
+
+    float32_inputs(libs)
+
+
+# float32 q, k, v, g, beta: fla's kernels take TF32 products; linattn's exact (the default) and
+# TF32 ones (torch.backends.cuda.matmul.allow_tf32, linattn::options::precision = tf32)
+FLOAT32_SHAPES = [("B1 T8192 H16", 1, 8192, 16), ("B4 T4096 H16", 4, 4096, 16), ("B1 T32768 H32", 1, 32768, 32)]
+
+
+def float32_inputs(libs):
+    print("\nfloat32 inputs, chunk forward, K = V = 128: GPU microseconds per call (and / fla)")
+    flag = torch.backends.cuda.matmul.allow_tf32
+    for name, B, T, H in FLOAT32_SHAPES:
+        xs, h0 = inputs(B, T, H, 128, 128, False)
+        xs = [x.float() for x in xs]
+        times = {}
+        for lib_name, lib in libs:
+            for tf32 in ([False, True] if lib is la else [flag]):
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                label = lib_name + (" tf32" if lib is la and tf32 else " exact" if lib is la else "")
+                times[label] = measure(lambda: call(lib, "chunk", xs, h0), 20)[1]
+        torch.backends.cuda.matmul.allow_tf32 = flag
+        ref = times.get("fla")
+        for label, us in times.items():
+            ratio = f"{us / ref:6.2f}" if ref else ""
+            print(f"{name:20} {label:14} {us:10.1f} {ratio}", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../core/options.hpp"
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../kernels/chunk_args.cuh"
@@ -107,6 +108,7 @@ struct chunkwise_plan {
   slot_plan slots;                 // pool slots (options::state_indices)
   std::size_t n_chunks = 0;        // chunks of the call
   state_pass state;
+  product_precision products;      // fp32 inputs: 3xTF32 or TF32 block products (options::precision)
   // For the warp-specialised state pass, W, the scores and copies of K and Q are head-major
   // with padded rows: a chunk's rows of one value head are one block, laid out as that pass's
   // shared tiles, which it copies whole (tile/bulk_copy.cuh).
@@ -125,8 +127,8 @@ struct chunkwise_plan {
     std::size_t bytes = 0;
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
 
-  chunkwise_plan(const problem& p, state_pass s)
-      : slots(p), state(s), whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
+  chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact)
+      : slots(p), state(s), products(products), whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
     if (p.cu.given()) {
       seqs = sequence_table(p);
       chunks = chunk_table(seqs);

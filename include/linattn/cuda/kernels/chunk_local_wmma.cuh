@@ -61,9 +61,11 @@ using chunk_local_wmma_storage =
                        std::conditional_t<V + pad<T> <= chunk + 4, chunk_local_wmma_storage_delta<T, K, V>,
                                           chunk_local_wmma_storage_delta_v<T, K, V>>>;
 
-template <class Rule, class T, int K, int V>
+/// `Op` is the precision of the block products (tile/block_gemm.cuh): `float` (3xTF32, fp32
+/// accuracy) or `single_tf32` (options::precision = tf32). The inverse stays 3xTF32 in both.
+template <class Rule, class T, int K, int V, class Op = T>
 __global__ void __launch_bounds__(512) chunk_local_wmma_kernel(chunk_args<Rule, T> args) {
-  static_assert(std::is_same_v<T, float>, "the WMMA 3xTF32 chunk-local pass takes fp32 inputs");
+  static_assert(std::is_same_v<T, float>, "the WMMA chunk-local pass takes fp32 inputs");
   using S = chunk_local_wmma_storage<Rule, T, K, V>;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& smem = *reinterpret_cast<S*>(dynamic_smem);
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(512) chunk_local_wmma_kernel(chunk_args<Rule, 
 
   // scores = scale (Q K^T ⊙ Gam), causal; rows past n are not stored.
   const float scale = args.scale;
-  block_gemm<T, row_major, col_major, chunk, chunk, K, false, true>(queries, S::ldk, keys, S::ldk, stage,
+  block_gemm<Op, row_major, col_major, chunk, chunk, K, false, true>(queries, S::ldk, keys, S::ldk, stage,
       [&](int r, int j, const float (&x)[8]) {
         if (r >= n) return;
         float y[8];
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(512) chunk_local_wmma_kernel(chunk_args<Rule, 
     if constexpr (S::ldv <= S::ldf) values = a;  // V in A's place
     else values = smem.values[0];
     // A = stril(diag(beta) (K K^T ⊙ Gam))
-    block_gemm<T, row_major, col_major, chunk, chunk, K, false, true>(keys, S::ldk, keys, S::ldk, stage,
+    block_gemm<Op, row_major, col_major, chunk, chunk, K, false, true>(keys, S::ldk, keys, S::ldk, stage,
         [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
           for (int e = 0; e < 8; ++e)
@@ -128,11 +130,11 @@ __global__ void __launch_bounds__(512) chunk_local_wmma_kernel(chunk_args<Rule, 
     }
     wait_copies<0>();
     __syncthreads();
-    block_gemm<T, row_major, row_major, chunk, K, chunk, true>(tri_op, S::ldc, queries, S::ldk, stage,
+    block_gemm<Op, row_major, row_major, chunk, K, chunk, true>(tri_op, S::ldc, queries, S::ldk, stage,
         [&](int r, int i, const float (&x)[8]) {
           if (r < n) store8_aligned(&args.w(b, t0 + r, hv, i), x);
         });
-    block_gemm<T, row_major, row_major, chunk, V, chunk, true>(tri_op, S::ldc, values, S::ldv, stage,
+    block_gemm<Op, row_major, row_major, chunk, V, chunk, true>(tri_op, S::ldc, values, S::ldv, stage,
         [&](int r, int j, const float (&x)[8]) {
           if (r < n) store8_aligned(&args.u(b, t0 + r, hv, j), x);
         });

@@ -75,9 +75,10 @@ __device__ void load_chunk(chunk_state_wmma_tiles<T, K, BV>& buf, const chunk_ar
   commit_copies();
 }
 
-template <class Rule, class T, int K, int BV>
+/// `Op`: the precision of the block products, as for chunk_local_wmma_kernel.
+template <class Rule, class T, int K, int BV, class Op = T>
 __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, T> args) {
-  static_assert(std::is_same_v<T, float>, "the WMMA 3xTF32 state pass takes fp32 inputs");
+  static_assert(std::is_same_v<T, float>, "the WMMA state pass takes fp32 inputs");
   using S = chunk_state_wmma_storage<T, K, BV>;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& smem = *reinterpret_cast<S*>(dynamic_smem);
@@ -150,9 +151,9 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
       }
     };
     if constexpr (corrects<Rule>) {
-      block_gemm<T, row_major, row_major, 2 * chunk, BV, K>(wq, S::ldk, h_op, S::ldb, stage, read);
+      block_gemm<Op, row_major, row_major, 2 * chunk, BV, K>(wq, S::ldk, h_op, S::ldb, stage, read);
     } else {
-      block_gemm<T, row_major, row_major, chunk, BV, K>(wq + chunk * S::ldk, S::ldk, h_op, S::ldb, stage,
+      block_gemm<Op, row_major, row_major, chunk, BV, K>(wq + chunk * S::ldk, S::ldk, h_op, S::ldb, stage,
                                                         [&](int r, int j, const float (&x)[8]) { read(r + chunk, j, x); });
       for (int e = tid; e < chunk * BV; e += int(blockDim.x)) {
         const int r = e / BV, j = e % BV;
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
     }
     __syncthreads();
     // O = read + scores U~ (scores are lower triangular)
-    block_gemm<T, row_major, row_major, chunk, BV, chunk, true>(scores, S::ldc, vn, S::ldb, stage,
+    block_gemm<Op, row_major, row_major, chunk, BV, chunk, true>(scores, S::ldc, vn, S::ldb, stage,
         [&](int r, int j, const float (&x)[8]) {
           if (r >= n) return;
           float y[8];
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
         });
     // H <- exp(b_C) H + K^T diag(exp(b_C - b)) U~
     const float decay = __expf(last);
-    block_gemm<T, col_major, row_major, K, BV, chunk>(keys, S::ldk, vn_decayed, S::ldb, stage,
+    block_gemm<Op, col_major, row_major, K, BV, chunk>(keys, S::ldk, vn_decayed, S::ldb, stage,
         [&](int i, int j, const float (&x)[8]) {
           float y[8];
 #pragma unroll
