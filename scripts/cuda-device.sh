@@ -9,6 +9,8 @@
 #   scripts/cuda-device.sh profile [I ...]  kernel times (ncu) of the chunkwise passes on bench
 #                                  shapes I (default 0 and 4)
 #   scripts/cuda-device.sh profile-full [I]   ncu --set full of both passes on bench shape I
+#   scripts/cuda-device.sh profile-decode [B ...]  decode times and ncu of the token kernel at
+#                                  batch B (default 1 and 32)
 # Logs go to $OUT when it is set (the device tool's output folder), else to build-cuda-dev/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +54,17 @@ if [[ $mode == profile ]]; then
     ncu --clock-control none -k regex:chunk -c 3 --section SpeedOfLight --section Occupancy --section WarpStateStats \
       --section MemoryWorkloadAnalysis ./$build/bench/cuda/linattn_bench_cuda --shape $shape --reps 1 >"$logs/ncu_$shape.txt" 2>&1
     grep -E "chunk_.*kernel<|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Block Limit" "$logs/ncu_$shape.txt" | sed -E 's/\(chunk_args.*//' | head -60
+  done
+fi
+if [[ $mode == profile-decode ]]; then
+  (( $# > 1 )) || set -- profile-decode 1 32
+  cmake --build $build -j "$(nproc)" --target linattn_bench_cuda >"$build/build_bench.log" 2>&1 || { tail -40 "$build/build_bench.log"; exit 1; }
+  for B in ${@:2}; do
+    ./$build/bench/cuda/linattn_bench_cuda --decode "$B" --reps 300
+    ncu --clock-control none -k regex:token_kernel -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section MemoryWorkloadAnalysis --section WarpStateStats ./$build/bench/cuda/linattn_bench_cuda --decode "$B" --reps 1 \
+      >"$logs/ncu_decode_$B.txt" 2>&1
+    grep -E "token_kernel<|Duration|Throughput|Occupancy|Registers Per|Warp Cycles Per Issued|Stall" "$logs/ncu_decode_$B.txt" | sed -E 's/\(token_args.*//' | head -24
   done
 fi
 if [[ $mode == profile-full ]]; then

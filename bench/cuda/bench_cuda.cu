@@ -306,7 +306,7 @@ row speculative(int B, int H, int D, int reps, double bw, bool commit) {
 
 int main(int argc, char** argv) {
   std::string json;
-  int reps = 30, only = -1;
+  int reps = 30, only = -1, decode_only = 0;
   bool profile_backward = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -314,6 +314,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--shape" && i + 1 < argc) only = std::atoi(argv[++i]);  // one chunkwise shape (for profilers)
     else if (a == "--backward") profile_backward = true;                     // ... its backward instead
+    else if (a == "--decode" && i + 1 < argc) decode_only = std::atoi(argv[++i]);  // the decode rows of one B
   }
   cudaDeviceProp prop{};
   ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -321,6 +322,11 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs; copy bandwidth %.2f TB/s (read + write)\n", prop.name, prop.multiProcessorCount, bw / 1e12);
   std::vector<row> rows;
   const int shapes[][3] = {{1, 8192, 16}, {4, 4096, 16}, {8, 2048, 32}, {2, 16384, 16}, {16, 4096, 32}};
+  if (decode_only > 0) {  // for profilers: the decode rows of B = decode_only
+    for (const row& r : {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw)})
+      std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
+    return 0;
+  }
   if (only >= 0) {
     const auto& s = shapes[only];
     rows.push_back(profile_backward ? backward(s[0], s[1], s[2], 128, reps, bw, false)

@@ -25,12 +25,14 @@ namespace detail {
 /// Plans the call, takes its workspace and launches the token kernel.
 template <class Rule, class E>
 void run_tokens(token_args<Rule, E> args, const problem& p, cudaStream_t stream) {
-  const token_plan plan(p);
+  const token_plan plan(p, multiprocessors());
   scratch ws(plan.workspace.bytes, stream);
   plan.bind(args, ws, stream);
   if (p.N == 0) return;
   with_dims(p.K, p.V, [&](auto k, auto) {
-    token_kernel<Rule, E, decltype(k)::value><<<plan.grid, 32 * token_block_warps, 0, stream>>>(args);
+    constexpr int K = decltype(k)::value;
+    if (plan.warps == 8) token_kernel<Rule, E, K, 8><<<plan.grid, 32 * 8, 0, stream>>>(args);
+    else token_kernel<Rule, E, K, 4><<<plan.grid, 32 * 4, 0, stream>>>(args);
     check_launch("token_kernel");
   });
 }

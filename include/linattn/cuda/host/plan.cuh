@@ -181,13 +181,15 @@ struct token_plan {
   std::vector<span> seqs;           // host table of a packed batch (empty otherwise)
   slot_plan slots;                  // pool slots (options::state_indices)
   dim3 grid;                        // (N, HV, V / 32)
+  int warps;                        // per block: 8 when the grid leaves most multiprocessors idle, else 4
   struct {
     workspace_span<span> seqs;           // [N]
     workspace_span<std::int64_t> slots;  // [N]
     std::size_t bytes = 0;
   } workspace;
 
-  explicit token_plan(const problem& p) : slots(p), grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
+  token_plan(const problem& p, index_t sms)
+      : slots(p), grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)), warps(p.N * p.HV * (p.V / 32) < sms ? 8 : 4) {
     if (p.cu.given()) seqs = sequence_table(p);
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());

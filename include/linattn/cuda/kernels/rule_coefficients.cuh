@@ -32,25 +32,22 @@ struct cuda_family<householder_family> {
 template <class Rule>
 inline constexpr bool corrects = cuda_family<typename Rule::family>::corrects;
 
-/// The log gate as a float floored at -110, below which exp() is exactly 0 in float (as on the
-/// CPU): a hard reset (-inf) or a huge gate leaves the chunk's cumulative sums finite. NaN
-/// stays NaN.
+/// A log gate floored at -110, below which exp() is exactly 0 in float (as on the CPU): a hard
+/// reset (-inf) or a huge gate leaves the chunk's cumulative sums finite. NaN stays NaN.
+__device__ inline float floored_log_gate(float g) { return g < -110.0f ? -110.0f : g; }
+
+/// The scalar log gate of token t as a float, floored (0 for rules without a scalar decay).
 template <class Rule, class T>
 __device__ inline float log_gate(const typename Rule::template inputs<T>& in, index_t b, index_t t, index_t hv) {
-  if constexpr (Rule::decay == decay_kind::scalar) {
-    const float g = to_float(Rule::log_gate(in, b, t, hv));
-    return g < -110.0f ? -110.0f : g;
-  } else {
-    return 0.0f;
-  }
+  if constexpr (Rule::decay == decay_kind::scalar) return floored_log_gate(to_float(Rule::log_gate(in, b, t, hv)));
+  else return 0.0f;
 }
 
-/// The log gate of key dimension d (per-key decays), floored as log_gate.
+/// The log gate of key dimension d (per-key decays), floored.
 template <class Rule, class T>
 __device__ inline float key_log_gate(const typename Rule::template inputs<T>& in, index_t b, index_t t, index_t hv,
                                      index_t d) {
-  const float g = to_float(Rule::log_gate(in, b, t, hv, d));
-  return g < -110.0f ? -110.0f : g;
+  return floored_log_gate(to_float(Rule::log_gate(in, b, t, hv, d)));
 }
 
 /// beta_t given ||k_t||^2 (Longhorn needs the norm; the other rules ignore it).

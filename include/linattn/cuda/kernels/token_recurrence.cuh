@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Token-by-token recurrence on the device (the recurrent form and decode_step). One block
-/// owns one sequence, one value head and 32 value columns of H = S^T [K, V]; thread (w, j)
-/// keeps rows [w K/4, (w+1) K/4) of column j in registers, so the state is read once and
+/// Token-by-token recurrence on the device (the recurrent form and decode_step). One block of
+/// W warps owns one sequence, one value head and 32 value columns of H = S^T [K, V]; thread
+/// (w, j) keeps rows [w K/W, (w+1) K/W) of column j in registers, so the state is read once and
 /// written once per call. Per token, with alpha = exp(g_t):
 ///
-///   p = H^T k, r = H^T (scale q)               one pass over the registers, 4-way reduction
+///   p = H^T k, r = H^T (scale q)               one pass over the registers, W-way reduction
 ///   u = beta (v - alpha p)   (additive: u = v)
 ///   o = alpha r + (k . scale q) u
 ///   H <- alpha H + k u^T
 ///
-/// Per-key decays (VectorDecay, KDA) scale the rows first, H <- diag(exp g_t) H, and then run
-/// the same step with alpha = 1.
+/// Per-key decays (VectorDecay, KDA) scale the rows first, H <- diag(exp g_t) H (exp g_t formed
+/// once per key, in shared memory), and then run the same step with alpha = 1.
 ///
 /// Optionally it also writes the state after every `every` tokens (checkpoints) and, for
 /// verify_drafts, each token's write (k, u) and log gate instead of any state.
@@ -31,16 +31,19 @@ struct token_args : call_args<Rule, T> {
   draft_record<float> record{};         // [N, L, HV, K | V | G] (core/draft_record.hpp), or not given
 };
 
-inline constexpr int token_block_warps = 4;
-
-template <class Rule, class T, int K>
-__global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
-  constexpr int W = token_block_warps, R = K / W;
+/// Warps per block of the token kernel: 8 when the call has few blocks (the multiprocessors
+/// are mostly idle and each block's instruction stream is the critical path: the rows of H
+/// are split over more warps), else 4 (host/plan.cuh, token_plan). Compiled for 1024 threads
+/// per multiprocessor (64 registers a thread; unbounded, the per-key rules took 128), so that
+/// the loads of more blocks are in flight at large batches.
+template <class Rule, class T, int K, int W>
+__global__ void __launch_bounds__(32 * W, 32 / W) token_kernel(token_args<Rule, T> args) {
+  constexpr int R = K / W;
   static_assert(K % W == 0, "K must split over the warps");
   constexpr bool per_key = Rule::decay == decay_kind::vector;
   __shared__ float qk[2][2][K];      // [parity][q or k][K]
   __shared__ float partial[2][2][W][32];  // [parity][p or r][warp][column]
-  __shared__ float key_gates[per_key ? 2 : 1][per_key ? K : 1];  // [parity][K] log gates (per-key decays)
+  __shared__ float key_gates[per_key ? 2 : 1][2][per_key ? K : 1];  // [parity][log gate, exp][K] (per-key decays)
 
   const index_t n_seq = blockIdx.x, hv = blockIdx.y, v0 = index_t(blockIdx.z) * 32;
   const index_t h = hv / args.group;
@@ -51,9 +54,19 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
   const index_t j = v0 + lane;
   const auto& in = args.in;
 
+  // this thread's column of H: rows warp R + i, i < R, at rows[i * stride] of a state view
+  // (the address formed once per view, not per element)
+  const auto column = [&](auto& state, auto... lead) { return &state(lead..., hv, warp * R, j); };
   float hreg[R];
+  if (args.s0.data() && state_slot >= 0) {
+    const float* rows = column(args.s0, state_slot);
+    const index_t stride = args.s0.stride(2);
 #pragma unroll
-  for (int i = 0; i < R; ++i) hreg[i] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, warp * R + i, j) : 0.0f;
+    for (int i = 0; i < R; ++i) hreg[i] = rows[i * stride];
+  } else {
+#pragma unroll
+    for (int i = 0; i < R; ++i) hreg[i] = 0.0f;
+  }
 
   for (int step = 0; step < s.length; ++step) {
     const index_t t = s.start + step;
@@ -61,7 +74,11 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
     for (int i = tid; i < K; i += 32 * W) {
       qk[par][0][i] = args.scale * to_float(in.q(b, t, h, i));
       qk[par][1][i] = to_float(in.k(b, t, h, i));
-      if constexpr (per_key) key_gates[par][i] = key_log_gate<Rule, T>(in, b, t, hv, i);
+      if constexpr (per_key) {
+        const float g = key_log_gate<Rule, T>(in, b, t, hv, i);
+        key_gates[par][0][i] = g;
+        key_gates[par][1][i] = __expf(g);
+      }
     }
     const float v = to_float(in.v(b, t, hv, j));
     const float lg = log_gate<Rule, T>(in, b, t, hv);
@@ -69,7 +86,7 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
     __syncthreads();
     if constexpr (per_key)
 #pragma unroll
-      for (int i = 0; i < R; ++i) hreg[i] *= __expf(key_gates[par][warp * R + i]);
+      for (int i = 0; i < R; ++i) hreg[i] *= key_gates[par][1][warp * R + i];
     float p = 0.0f, r = 0.0f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -106,18 +123,23 @@ __global__ void __launch_bounds__(128) token_kernel(token_args<Rule, T> args) {
       if (blockIdx.z == 0) {
         for (int i = tid; i < K; i += 32 * W) args.record.keys(n_seq, step, hv, i) = qk[par][1][i];
         for (int i = tid; i < args.record.log_decay.extent(3); i += 32 * W) {
-          if constexpr (per_key) args.record.log_decay(n_seq, step, hv, i) = key_gates[par][i];
+          if constexpr (per_key) args.record.log_decay(n_seq, step, hv, i) = key_gates[par][0][i];
           else args.record.log_decay(n_seq, step, hv, i) = lg;
         }
       }
     }
-    if (const int entry = args.checkpoint_entry(step + 1, s.length); entry >= 0)
+    if (const int entry = args.checkpoint_entry(step + 1, s.length); entry >= 0) {
+      float* rows = column(args.checkpoints, n_seq, entry);
 #pragma unroll
-      for (int i = 0; i < R; ++i) args.checkpoints(n_seq, entry, hv, warp * R + i, j) = hreg[i];
+      for (int i = 0; i < R; ++i) rows[i * args.checkpoints.stride(3)] = hreg[i];
+    }
   }
-  if (args.s1.data() && state_slot >= 0)
+  if (args.s1.data() && state_slot >= 0) {
+    float* rows = column(args.s1, state_slot);
+    const index_t stride = args.s1.stride(2);
 #pragma unroll
-    for (int i = 0; i < R; ++i) args.s1(state_slot, hv, warp * R + i, j) = hreg[i];
+    for (int i = 0; i < R; ++i) rows[i * stride] = hreg[i];
+  }
 }
 
 }  // namespace linattn::cuda::detail
