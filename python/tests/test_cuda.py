@@ -62,18 +62,18 @@ def test_bf16_on_cuda():
 
 def test_tf32_follows_torch_flag():
     """float32 chunk forwards on CUDA: fp32-accurate products by default; one TF32 product per
-    step (linattn::options::precision = tf32) while torch.backends.cuda.matmul.allow_tf32 is
-    set, within fp16's 1e-2 of the CPU's result and clearly less accurate than the default."""
+    step (linattn::options::precision = tf32) while torch allows TF32 matmuls
+    (set_float32_matmul_precision("high")), within fp16's 1e-2 of the CPU's result and clearly
+    less accurate than the default."""
     q, k, v, g, beta = make_inputs(T=150, HV=4, K=128, V=64)
     want, _ = la.chunk_gated_delta_rule(q, k, v, g, beta)
-    flag = torch.backends.cuda.matmul.allow_tf32
     try:
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
         exact, _ = la.chunk_gated_delta_rule(*_cuda((q, k, v, g, beta)))
-        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
         fast, _ = la.chunk_gated_delta_rule(*_cuda((q, k, v, g, beta)))
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = flag
+        torch.set_float32_matmul_precision("highest")
     close(exact.cpu(), want, 2e-4)
     close(fast.cpu(), want, 1e-2)
     err = lambda o: ((o.cpu().double() - want.double()).abs().max() / want.abs().max()).item()

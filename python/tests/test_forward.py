@@ -2,6 +2,9 @@
 """Forward results of every public function against the float64 references (reference.py):
 odd T, K != V, grouped value heads, packed batches, initial and final states, bf16 and fp16 inputs."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -173,3 +176,24 @@ def test_rls_forward():
         o2, _ = call(q[:, 20:], k[:, 20:], v[:, 20:], g[:, 20:], initial_state=call(
             q[:, :20], k[:, :20], v[:, :20], g[:, :20], delta=2.0, output_final_state=True)[1])
         close(o2, ro[:, 20:], 1e-9)
+
+
+@pytest.mark.parametrize("setting,tf32", [
+    ("pass", False),
+    ("torch.set_float32_matmul_precision('high')", True),
+    ("torch.set_float32_matmul_precision('high'); torch.set_float32_matmul_precision('highest')", False),
+    ("torch.backends.cuda.matmul.allow_tf32 = True", True),
+    ("torch.backends.cuda.matmul.fp32_precision = 'tf32'", True),
+    ("torch.backends.fp32_precision = 'tf32'; torch.backends.cuda.matmul.fp32_precision = 'ieee'", False),
+])
+def test_tf32_setting_is_read_from_every_torch_api(setting, tf32):
+    """The CUDA float32 forward's product precision follows torch's TF32 setting however it was
+    made, and reading it never raises (torch >= 2.9 raises on allow_tf32 once its new
+    fp32_precision API has been used). Each setting in a fresh interpreter: they are global and
+    some cannot be undone."""
+    if "fp32_precision" in setting and not hasattr(torch.backends, "fp32_precision"):
+        pytest.skip(f"torch {torch.__version__} has no fp32_precision API (added in torch 2.9)")
+    code = f"import torch\n{setting}\nfrom linattn.torch import _backend\nprint(_backend._tf32())"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == str(tf32)

@@ -96,9 +96,19 @@ def runs_16bit(rule, form, q, k, v, chunk_size):
 
 def _tf32():
     """float32 chunk forwards on CUDA take one TF32 product per step (linattn::options::precision
-    = tf32) where torch allows TF32 matmuls (torch.backends.cuda.matmul.allow_tf32, which
-    torch.set_float32_matmul_precision("high") sets), and fp32-accurate products otherwise."""
-    return bool(torch.backends.cuda.matmul.allow_tf32)
+    = tf32) where torch allows TF32 for CUDA matmuls, and fp32-accurate products otherwise.
+    torch >= 2.9 says so in torch.backends.cuda.matmul.fp32_precision ("tf32", "ieee", or "none"
+    when unset), which also reflects set_float32_matmul_precision and the legacy allow_tf32;
+    there, reading allow_tf32 after the new API was used raises, so it is read only when the
+    new setting says nothing."""
+    matmul = torch.backends.cuda.matmul
+    precision = getattr(matmul, "fp32_precision", None)
+    if precision in ("tf32", "ieee"):
+        return precision == "tf32"
+    try:
+        return bool(matmul.allow_tf32)
+    except RuntimeError:
+        return False
 
 
 def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number, chunk_size,
