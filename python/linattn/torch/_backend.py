@@ -95,12 +95,13 @@ def runs_16bit(rule, form, q, k, v, chunk_size):
 
 
 def _tf32():
-    """float32 chunk forwards on CUDA take one TF32 product per step (linattn::options::precision
-    = tf32) where torch allows TF32 for CUDA matmuls, and fp32-accurate products otherwise.
-    torch >= 2.9 says so in torch.backends.cuda.matmul.fp32_precision ("tf32", "ieee", or "none"
-    when unset), which also reflects set_float32_matmul_precision and the legacy allow_tf32;
-    there, reading allow_tf32 after the new API was used raises, so it is read only when the
-    new setting says nothing."""
+    """Whether a float32 chunk forward on CUDA takes one TF32 product per step
+    (linattn::options::precision = tf32): where torch allows TF32 for CUDA matmuls; otherwise
+    fp32-accurate products. Read only for those calls (forward() asks for no other), so decode
+    and 16-bit calls do not pay for torch's flag lookups. torch >= 2.9 says so in
+    torch.backends.cuda.matmul.fp32_precision ("tf32", "ieee", or "none" when unset), which also
+    reflects set_float32_matmul_precision and the legacy allow_tf32; there, reading allow_tf32
+    after the new API was used raises, so it is read only when the new setting says nothing."""
     matmul = torch.backends.cuda.matmul
     precision = getattr(matmul, "fp32_precision", None)
     if precision in ("tf32", "ieee"):
@@ -127,7 +128,8 @@ def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, norma
         with torch.cuda.device(q.device), _python_names():
             getattr(_cuda, "forward_" + rule)(form, dense(q), dense(k), dense(v), [dense(e) for e in extras], out,
                                               dense(initial_state), final_state, cu_seqlens, scale, normalize_qk,
-                                              number, _tf32(), stream)
+                                              number, form == "chunk" and q.dtype == torch.float32 and _tf32(),
+                                              stream)
         return
     _warn_once(("forward", rule, q.device.type),
                f"linattn: {rule} {form} forward on {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
