@@ -256,6 +256,26 @@ row decode_per_key(int B, int H, int D, int reps, double bw) {
   return {std::string(Rule::name) + " bf16+fp32 g decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
 }
 
+/// The chunkwise forward of a per-key decay rule (VectorDecay / GLA or KDA): bf16 q, k, v with
+/// fp32 per-key log gates g [B, T, H, D] (and beta), the final state written (no initial
+/// state), as fla's chunk_gla / chunk_kda with output_final_state=True.
+template <class Rule>
+row forward_per_key(int B, int T, int H, int D, int reps, double bw) {
+  const gated_delta_buffers x(B, T, H, D, 15, true);
+  float* g = device_random<float>(x.tok * D, 16, fill_kind::log_gate);
+  const auto base = x.inputs();
+  typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
+  in.g = la::coefficient_view<E, 4>(la::view<float>(g, B, T, H, D));
+  if constexpr (requires { in.beta; }) in.beta = base.beta;
+  la::options<float> opt;
+  opt.final_state = x.states();
+  const double ms = median_ms([&] { la::cuda::chunkwise_forward<Rule>(in, x.out(), opt); }, reps);
+  cudaFree(g);
+  // memory floor: read q, k, v, g (and beta) once, write o and the final state once
+  const double bytes = double(x.qk) * 4 * sizeof(E) + double(x.tok) * D * 4 + double(x.tok) * 4 + x.state_bytes();
+  return {std::string(Rule::name) + " bf16+fp32 g chunkwise", B, T, H, D, ms, bytes / bw * 1e3};
+}
+
 /// The same decode step with the states in a pool of 2B slots, sequence n in slot
 /// 2(B - 1 - n) + 1 (options::state_indices in host memory: validated on the host and
 /// uploaded with the call, no synchronisation); the bytes moved are those of contiguous decode.
@@ -307,13 +327,14 @@ row speculative(int B, int H, int D, int reps, double bw, bool commit) {
 int main(int argc, char** argv) {
   std::string json;
   int reps = 30, only = -1, decode_only = 0;
-  bool profile_backward = false;
+  bool profile_backward = false, profile_per_key = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--shape" && i + 1 < argc) only = std::atoi(argv[++i]);  // one chunkwise shape (for profilers)
     else if (a == "--backward") profile_backward = true;                     // ... its backward instead
+    else if (a == "--per-key") profile_per_key = true;                       // ... KDA's and VectorDecay's forward instead
     else if (a == "--decode" && i + 1 < argc) decode_only = std::atoi(argv[++i]);  // the decode rows of one B
   }
   cudaDeviceProp prop{};
@@ -329,9 +350,14 @@ int main(int argc, char** argv) {
   }
   if (only >= 0) {
     const auto& s = shapes[only];
-    rows.push_back(profile_backward ? backward(s[0], s[1], s[2], 128, reps, bw, false)
-                                    : forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
-    std::printf("%s B%d T%d H%d: %.4f ms\n", rows[0].name.c_str(), s[0], s[1], s[2], rows[0].ms);
+    if (profile_per_key) {
+      rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
+      rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
+    } else {
+      rows.push_back(profile_backward ? backward(s[0], s[1], s[2], 128, reps, bw, false)
+                                      : forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
+    }
+    for (const row& r : rows) std::printf("%s B%d T%d H%d: %.4f ms\n", r.name.c_str(), s[0], s[1], s[2], r.ms);
     return 0;
   }
   for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
@@ -341,6 +367,8 @@ int main(int argc, char** argv) {
   // fla's mixed precision: bf16 q, k, v with fp32 g and beta (and fp32 dg, dbeta), no conversion pass
   for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 0, true));
   for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true, true));
+  for (const auto& s : shapes) rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
+  for (const auto& s : shapes) rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
   rows.push_back(forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw));
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
@@ -372,6 +400,14 @@ int main(int argc, char** argv) {
     for (const auto& d : rows)
       if (d.name == plain && d.B == r.B && d.T == r.T && d.H == r.H)
         std::printf("%-44s %6d %6d %4d %10.3f\n", (r.name + " / bf16").c_str(), r.B, r.T, r.H, r.ms / d.ms);
+  }
+  // Per-key decays: the chunkwise forward against GatedDelta's of the same shape and precision.
+  std::printf("\n%-44s %6s %6s %4s %12s\n", "ratio (same shape)", "B", "T", "H", "x GatedDelta");
+  for (const auto& r : rows) {
+    if (r.name.find("fp32 g chunkwise") == std::string::npos) continue;
+    for (const auto& d : rows)
+      if (d.name == "GatedDelta bf16+fp32 g,beta chunkwise" && d.B == r.B && d.T == r.T && d.H == r.H)
+        std::printf("%-44s %6d %6d %4d %12.3f\n", (r.name + " / GatedDelta").c_str(), r.B, r.T, r.H, r.ms / d.ms);
   }
   // Serving ratios: the speculative calls against one decode step through the pool, per B.
   std::printf("\n%-44s %6s %10s\n", "ratio (same B)", "B", "x decode");

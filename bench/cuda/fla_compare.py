@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Times fla's chunk_gated_delta_rule (forward, backward, both) and
-fused_recurrent_gated_delta_rule (Triton) on the shapes of bench/cuda/bench_cuda.cu and prints our/fla time ratios from the JSON that
+"""Times fla's chunk_gated_delta_rule (forward, backward, both), chunk_kda, chunk_gla and
+the fused_recurrent kernels (Triton) on the shapes of bench/cuda/bench_cuda.cu and prints our/fla time ratios from the JSON that
 linattn_bench_cuda wrote. fla is timed twice: as a Python user calls it (median of do_bench,
 which flushes the L2 before every call; includes the host-side launch gaps between fla's
 kernels) and replayed from a CUDA graph (median of CUDA-event timings with an L2 flush before
@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 import triton.testing
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
-from fla.ops.gla import fused_recurrent_gla
-from fla.ops.kda import fused_recurrent_kda
+from fla.ops.gla import chunk_gla, fused_recurrent_gla
+from fla.ops.kda import chunk_kda, fused_recurrent_kda
 
 
 def inputs(B, T, H, D, dtype=torch.bfloat16):
@@ -88,6 +88,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", required=True, help="JSON written by linattn_bench_cuda --json")
     ap.add_argument("--reps", type=int, default=200, help="do_bench repetition budget in ms")
+    ap.add_argument("--match", default="", help="only the rows whose name contains this")
     args = ap.parse_args()
     ours = json.load(open(args.ours))
     print(f"\nfla comparison on {torch.cuda.get_device_name()} (torch {torch.__version__})")
@@ -96,10 +97,18 @@ def main():
     for r in ours["rows"]:
         if "commit_drafts" in r["name"] or "checkpoints" in r["name"]:  # fla has no draft commit, no checkpoints
             continue
+        if args.match not in r["name"]:
+            continue
         B, T, H, D = r["B"], r["T"], r["H"], r["D"]
         q, k, v, gate, beta = inputs(B, T, H, D)
         if r["name"].endswith("backward") or r["name"].endswith("fwd+bwd"):
             fn = fla_training_step(q, k, v, gate, beta, with_forward_time=r["name"].endswith("fwd+bwd"))
+        elif r["name"].startswith(("KDA", "VectorDecay")) and r["name"].endswith("chunkwise"):
+            gk = F.logsigmoid(torch.randn(B, T, H, D, device="cuda") + 3.0)  # fp32 [B, T, H, K], as ours
+            if r["name"].startswith("KDA"):
+                fn = lambda: chunk_kda(q, k, v, g=gk, beta=beta.float(), output_final_state=True)
+            else:
+                fn = lambda: chunk_gla(q, k, v, g=gk, output_final_state=True)
         elif r["name"].endswith("chunkwise"):
             fn = lambda: chunk_gated_delta_rule(q, k, v, g=gate, beta=beta, output_final_state=True)
         elif r["name"].endswith("recurrent"):  # fla's recurrent kernel reads the gates as fp32

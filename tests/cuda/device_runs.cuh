@@ -207,12 +207,11 @@ struct call_seqlens {
   }
 };
 
-/// recurrent_forward, or chunkwise_forward for the rules the chunkwise kernels take.
+/// recurrent_forward or chunkwise_forward.
 template <class Rule, class E>
 void forward(form f, const typename Rule::template inputs<E>& in, la::tensor_view<E, 4> out, const la::options<float>& opt) {
   if (f != form::chunkwise) return la::cuda::recurrent_forward<Rule>(in, out, opt);
-  if constexpr (la::cuda::detail::has_chunk_kernels<Rule>) la::cuda::chunkwise_forward<Rule>(in, out, opt);
-  else throw std::logic_error(std::string("no chunkwise CUDA form for ") + Rule::name);
+  la::cuda::chunkwise_forward<Rule>(in, out, opt);
 }
 
 template <class Rule, class E>

@@ -111,7 +111,7 @@ std::function<void(ref::problem&)> unnormalised_rows(std::mt19937_64& rng) {
 }  // namespace
 
 TEMPLATE_TEST_CASE("cuda recurrent and chunkwise forms match the float64 reference", "[cuda]", la::Hebbian,
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(20261122);
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
     for (form f : {form::recurrent, form::chunkwise})
@@ -119,44 +119,14 @@ TEMPLATE_TEST_CASE("cuda recurrent and chunkwise forms match the float64 referen
 }
 
 TEMPLATE_TEST_CASE("cuda decode_step token by token matches the float64 reference", "[cuda][decode]", la::Hebbian,
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(7);
   const shape_case sc{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, sc, t, form::decode, harness::gates::mild);
 }
 
-TEMPLATE_TEST_CASE("cuda per-key decays (VectorDecay, KDA) in the token forms", "[cuda][per_key]", la::VectorDecay,
-                   la::KDA) {
-  std::mt19937_64 rng(61);
-  // The recurrence and decode on every shape case; fla's mixed precision with strong gates;
-  // hard resets (-inf) and -1e5 gates among mild ones; q and k normalised in the call; states
-  // through a pool (inline slots and the uploaded table).
-  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
-    for (const auto& sc : shape_cases()) check_against_reference<TestType>(rng, sc, t, form::recurrent, harness::gates::mild);
-  const shape_case steps{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
-  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, steps, t, form::decode, harness::gates::mild);
-  const shape_case mixed{"packed 0,1,64,64,200,330 H1 HV3 K128 V64, head-first views, float gates and betas",
-                         {1, 330, 1, 3, 128, 64}, {0, 1, 64, 64, 200, 330}, {.head_first = true, .float_coefficients = true}};
-  for (dtype t : {dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, mixed, t, form::recurrent, harness::gates::strong);
-  const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
-  for (dtype t : {dtype::f32, dtype::bf16})
-    for (form f : {form::recurrent, form::decode}) check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile_gates);
-  const auto unnormalised = unnormalised_rows(rng);
-  const shape_case norm{"B2 T150 H2 HV4 K64 V128, normalised in the call", {2, 150, 2, 4, 64, 128}, {}, {.normalize_qk = true}};
-  check_against_reference<TestType>(rng, norm, dtype::bf16, form::recurrent, harness::gates::mild, unnormalised);
-  const shape_case pools[] = {
-      {"packed 0,1,65,200 H1 HV2 K128 V64, pool", {1, 200, 1, 2, 128, 64}, {0, 1, 65, 200}, {.through_pool = true}},
-      {"B70 T3 H1 HV2 K64 V64, pool (slot table)", {70, 3, 1, 2, 64, 64}, {}, {.through_pool = true}},
-      {"B4 T3 H2 HV4 K128 V64, pool, indices in host memory", {4, 3, 2, 4, 128, 64}, {}, {.through_pool = true, .slots_on_host = true}},
-  };
-  for (const auto& pc : pools)
-    for (form f : {form::recurrent, form::decode})
-      if (f == form::recurrent || pc.cu.empty())  // decode takes no packed batch
-        check_against_reference<TestType>(rng, pc, dtype::f32, f, harness::gates::mild);
-}
-
 TEMPLATE_TEST_CASE("cuda options::precision = tf32: float inputs with one TF32 product per step", "[cuda][tf32]",
-                   la::Hebbian, la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::Hebbian, la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(71);
   // Every shape case with TF32 products, within fp16's tolerance (the same 10 mantissa bits);
   // strong gates and hard resets; and the option must take effect: the default (exact)
@@ -167,7 +137,7 @@ TEMPLATE_TEST_CASE("cuda options::precision = tf32: float inputs with one TF32 p
   }
   shape_case sc{"B2 T150 H2 HV4 K64 V128, TF32 products", {2, 150, 2, 4, 64, 128}, {}, {.tf32 = true}};
   check_against_reference<TestType>(rng, sc, dtype::f32, form::chunkwise, harness::gates::strong);
-  if constexpr (TestType::decay == la::decay_kind::scalar)
+  if constexpr (TestType::decay != la::decay_kind::none)
     check_against_reference<TestType>(rng, sc, dtype::f32, form::chunkwise, harness::gates::mild, hostile_gates);
   auto same_rng = rng;
   const double e_tf32 = check_against_reference<TestType>(rng, sc, dtype::f32, form::chunkwise, harness::gates::mild);
@@ -184,7 +154,7 @@ TEST_CASE("cuda workspace from a caller's allocator (set_workspace_allocator)", 
 }
 
 TEMPLATE_TEST_CASE("cuda 16-bit q, k, v with float gates and betas (fla's mixed precision)", "[cuda][mixed]",
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(23);
   const std::vector<shape_case> cases{
       {"B2 T150 H2 HV4 K64 V128, float gates and betas", {2, 150, 2, 4, 64, 128}, {}, {.float_coefficients = true}},
@@ -202,7 +172,7 @@ TEMPLATE_TEST_CASE("cuda 16-bit q, k, v with float gates and betas (fla's mixed 
 }
 
 TEMPLATE_TEST_CASE("cuda options::normalize_qk: unnormalised q and k in every form", "[cuda][qk_norm]", la::Hebbian,
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(51);
   const auto unnormalised = unnormalised_rows(rng);
   const std::vector<shape_case> cases{
@@ -220,7 +190,8 @@ TEMPLATE_TEST_CASE("cuda options::normalize_qk: unnormalised q and k in every fo
   }
 }
 
-TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]", la::ScalarDecay, la::GatedDelta) {
+TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]", la::ScalarDecay, la::GatedDelta,
+                   la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(11);
   const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
   for (auto g : {harness::gates::strong, harness::gates::weak})
@@ -229,7 +200,7 @@ TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]
 }
 
 TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::state_indices)", "[cuda][pool]",
-                   la::ScalarDecay, la::GatedDelta) {
+                   la::ScalarDecay, la::GatedDelta, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(21);
   const shape_case cases[] = {
       {"B3 T70 H2 HV4 K64 V128, pool", {3, 70, 2, 4, 64, 128}, {}, {.through_pool = true}},
@@ -344,7 +315,7 @@ TEMPLATE_TEST_CASE("cuda recurrent form writes checkpoints every n tokens", "[cu
 }
 
 TEMPLATE_TEST_CASE("cuda chunkwise form writes checkpoints at chunk ends", "[cuda][checkpoints]", la::Hebbian,
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(47);
   // Every state pass writes them: units = sequences x HV x V/16 pick it (see shape_cases).
   const std::vector<shape_case> cases = {
@@ -365,7 +336,7 @@ TEMPLATE_TEST_CASE("cuda chunkwise form writes checkpoints at chunk ends", "[cud
 }
 
 TEMPLATE_TEST_CASE("cuda chunkwise prefill from a checkpoint continues bit for bit", "[cuda][checkpoints]",
-                   la::ScalarDecay, la::GatedDelta) {
+                   la::ScalarDecay, la::GatedDelta, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(53);
   for (const ref::dims d : {ref::dims{2, 300, 2, 4, 64, 128}, ref::dims{5, 200, 4, 8, 128, 128}})
     for (dtype t : {dtype::f32, dtype::bf16})
@@ -400,7 +371,7 @@ TEST_CASE("cuda calls reject bad arguments before writing anything", "[cuda]") {
 }
 
 TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -1e5 among mild ones", "[cuda][gates]",
-                   la::ScalarDecay, la::GatedDelta) {
+                   la::ScalarDecay, la::GatedDelta, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(23);
   const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
   for (dtype t : {dtype::f32, dtype::bf16})

@@ -20,6 +20,7 @@
 #include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/chunk_local_mma.cuh"
+#include "kernels/chunk_local_per_key.cuh"
 #include "kernels/chunk_local_wmma.cuh"
 #include "kernels/chunk_state_mma.cuh"
 #include "kernels/chunk_state_specialized.cuh"
@@ -41,6 +42,18 @@ struct chunkwise_kernels {
   static void run(const chunkwise_plan<E>&, const chunk_args<Rule, E>&, cudaStream_t) {}
 };
 
+/// Per-key decays take their own chunk-local pass, for every input type (products in `Op`;
+/// kernels/chunk_local_per_key.cuh), and the state passes of the other rules.
+template <class Rule>
+inline constexpr bool per_key_decays = Rule::decay == decay_kind::vector;
+
+template <class Rule, class E, int K, int V, class Op>
+void launch_per_key_local(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
+  if (plan.n_chunks > 0)
+    launch<chunk_local_per_key_storage<K, V>>(chunk_local_per_key_kernel<Rule, E, K, V, Op>, plan.local_grid, args, stream,
+                                              "chunk_local_per_key_kernel");
+}
+
 /// fp32: WMMA in both passes, the state in shared memory; the block products in 3xTF32 or,
 /// with options::precision = tf32, in one TF32 product (`Op`, tile/block_gemm.cuh).
 template <>
@@ -59,12 +72,14 @@ struct chunkwise_kernels<float> {
  private:
   template <class Rule, int K, int V, class Op>
   static void run_with(const chunkwise_plan<float>& plan, const chunk_args<Rule, float>& args, cudaStream_t stream) {
-    if (plan.n_chunks > 0)
+    if constexpr (per_key_decays<Rule>)
+      launch_per_key_local<Rule, float, K, V, Op>(plan, args, stream);
+    else if (plan.n_chunks > 0)
       launch<chunk_local_wmma_storage<Rule, float, K, V>>(chunk_local_wmma_kernel<Rule, float, K, V, Op>, plan.local_grid,
                                                           args, stream, "chunk_local_wmma_kernel");
     const auto state = [&](auto bv) {
       constexpr int BV = decltype(bv)::value;
-      launch<chunk_state_wmma_storage<float, K, BV>>(chunk_state_wmma_kernel<Rule, float, K, BV, Op>, plan.state_grid, args,
+      launch<chunk_state_wmma_storage<Rule, float, K, BV>>(chunk_state_wmma_kernel<Rule, float, K, BV, Op>, plan.state_grid, args,
                                                      stream, "chunk_state_wmma_kernel");
     };
     if (plan.state == state_pass::wmma_32) state(std::integral_constant<int, 32>{});
@@ -90,7 +105,9 @@ struct chunkwise_mma_kernels {
 
   template <class Rule, int K, int V>
   static void run(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
-    if (plan.n_chunks > 0)
+    if constexpr (per_key_decays<Rule>)  // fp32 tiles, one TF32 product per step (finer than the inputs)
+      launch_per_key_local<Rule, E, K, V, single_tf32>(plan, args, stream);
+    else if (plan.n_chunks > 0)
       launch<chunk_local_mma_storage<Rule, E, K, V>>(chunk_local_mma_kernel<Rule, E, K, V>, plan.local_grid, args, stream,
                                                      "chunk_local_mma_kernel");
     const auto specialized = [&](auto bv) {
@@ -135,7 +152,8 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
-  const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()), opt.precision);
+  const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()), opt.precision,
+                                       detail::per_key_decays<Rule>);
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);

@@ -109,11 +109,14 @@ struct chunkwise_plan {
   std::size_t n_chunks = 0;        // chunks of the call
   state_pass state;
   product_precision products;      // fp32 inputs: 3xTF32 or TF32 block products (options::precision)
+  bool per_key;                    // per-key decays: the chunk-local pass writes the state pass's Q and K rows
+                                   // and exp(b_C) per key (kernels/state_pass_decays.cuh)
   // For the warp-specialised state pass, W, the scores and copies of K and Q are head-major
   // with padded rows: a chunk's rows of one value head are one block, laid out as that pass's
   // shared tiles, which it copies whole (tile/bulk_copy.cuh).
   bool whole_tiles;
   index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
+  index_t decay_slots;           // decays per chunk and value head: C (b) or K (per_key)
   dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
   struct {
     workspace_span<span> seqs;          // [N]
@@ -122,13 +125,15 @@ struct chunkwise_plan {
     workspace_span<E> w;                // [B, T, HV, K]  W = T diag(exp b) K
     workspace_span<E> u;                // [B, T, HV, V]  U = T V
     workspace_span<E> scores;           // [B, T, HV, C]  scale (Q K^T ⊙ Gam), causal
-    workspace_span<E> keys, queries;    // [B, T, HV, K]  copies of K and Q (whole_tiles only)
-    workspace_span<float> gate_cumsum;  // [chunks, HV, C]  b
+    workspace_span<E> keys, queries;    // [B, T, HV, K]  the state pass's K and Q rows (whole_tiles or per_key)
+    workspace_span<float> gate_cumsum;  // [chunks, HV, decay_slots]  b, or exp(b_C) per key
     std::size_t bytes = 0;
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
 
-  chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact)
-      : slots(p), state(s), products(products), whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
+  chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact,
+                 bool per_key = false)
+      : slots(p), state(s), products(products), per_key(per_key),
+        whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
     if (p.cu.given()) {
       seqs = sequence_table(p);
       chunks = chunk_table(seqs);
@@ -136,6 +141,7 @@ struct chunkwise_plan {
     n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + chunk - 1) / chunk));
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
+    decay_slots = per_key ? p.K : index_t(chunk);
     local_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns(s, p.V)), unsigned(p.HV), unsigned(p.N));
     const std::size_t tokens = std::size_t(p.B * p.T * p.HV);
@@ -146,11 +152,11 @@ struct chunkwise_plan {
     workspace.w = ws.take<E>(tokens * ldw);
     workspace.u = ws.take<E>(tokens * p.V);
     workspace.scores = ws.take<E>(tokens * lds);
-    if (whole_tiles) {
+    if (whole_tiles || per_key) {
       workspace.keys = ws.take<E>(tokens * ldw);
       workspace.queries = ws.take<E>(tokens * ldw);
     }
-    workspace.gate_cumsum = ws.take<float>(n_chunks * p.HV * chunk);
+    workspace.gate_cumsum = ws.take<float>(n_chunks * p.HV * decay_slots);
     workspace.bytes = ws.bytes;
   }
 
@@ -167,11 +173,11 @@ struct chunkwise_plan {
     args.w = rows(workspace.w, p.K, ldw);
     args.u = view(ws.at(workspace.u), p.B, p.T, p.HV, p.V);
     args.scores = rows(workspace.scores, index_t(chunk), lds);
-    if (whole_tiles) {
+    if (whole_tiles || per_key) {
       args.keys = rows(workspace.keys, p.K, ldw);
       args.queries = rows(workspace.queries, p.K, ldw);
     }
-    args.gate_cumsum = view(ws.at(workspace.gate_cumsum), index_t(n_chunks), p.HV, index_t(chunk));
+    args.gate_cumsum = view(ws.at(workspace.gate_cumsum), index_t(n_chunks), p.HV, decay_slots);
   }
 };
 

@@ -2,9 +2,10 @@
 /// \file
 /// Arguments of the chunkwise kernels: the call's (call_args.cuh), the chunk table, and the
 /// workspace through which the chunk-local pass hands W, U, the masked
-/// intra-chunk scores and the gate cumsums to the sequential state pass.
+/// intra-chunk scores and the decays (state_pass_decays.cuh) to the sequential state pass.
 #pragma once
 
+#include "../../core/family.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../tile/async_copy.cuh"
 #include "call_args.cuh"
@@ -21,10 +22,13 @@ struct chunk_args : call_args<Rule, T> {
   tensor_view<T, 4> scores;               // [B, T, HV, chunk]  scale (Q K^T ⊙ Gam), causal; only the 16x16
                                           // tiles on or below the diagonal are written
   // W, scores: memory [B, T, HV, *], or for the warp-specialised state pass [B, HV, T, * + pad]
-  tensor_view<T, 4> keys, queries;        // [B, T, HV, K]  copies of K and Q for the warp-specialised state
-                                          // pass only (null otherwise); memory [B, HV, T, K + pad]
-  tensor_view<float, 3> gate_cumsum;      // [chunks, HV, C]  b = chunk-local cumsum of log gates, constant
-                                          // past the chunk's end; 256 contiguous bytes per chunk and head
+  tensor_view<T, 4> keys, queries;        // [B, T, HV, K]  the K and Q rows the state pass reads, when not the
+                                          // inputs': copies for the warp-specialised state pass (memory
+                                          // [B, HV, T, K + pad]), or for per-key decays K ⊙ exp(1 b_C^T - b)
+                                          // and Q ⊙ exp(b); null otherwise
+  tensor_view<float, 3> gate_cumsum;      // [chunks, HV, slots]  scalar decays: b = chunk-local cumsum of log
+                                          // gates, constant past the chunk's end (slots = C); per-key decays:
+                                          // exp(b_C) per key (slots = K); state_pass_decays.cuh
 
   /// Chunk i of the call (block i of a chunk-local launch): from the table, or chunk
   /// i % per_row of batch row i / per_row.
@@ -34,11 +38,24 @@ struct chunk_args : call_args<Rule, T> {
     return span{int(i / unsigned(per_row)), first, min(chunk, this->length - first), 0};
   }
 
-  /// Queues the copy of the gate cumsums of chunk i, value head hv, into dst[0..C) (16-byte
-  /// aligned shared memory) on the threads with tid < C / 4; the caller commits.
+  /// Queues the copy of the decays of chunk i, value head hv, into dst[0..Slots) (16-byte
+  /// aligned shared memory) on the threads with tid < Slots / 4; the caller commits.
+  template <int Slots = chunk>
   __device__ void load_gate_cumsum(float* dst, int i, index_t hv, int tid) const {
-    if (tid < chunk / 4) copy_async_16(dst + 4 * tid, &gate_cumsum(i, hv, 4 * tid));
+    if (tid < Slots / 4) copy_async_16(dst + 4 * tid, &gate_cumsum(i, hv, 4 * tid));
   }
+
+  /// The query (key) rows a state pass reads, with the head to index them by: the inputs' (head
+  /// h), or for per-key decays the chunk-local pass's pre-scaled rows (value head hv).
+  __device__ tensor_view<const T, 4> state_queries() const {
+    if constexpr (Rule::decay == decay_kind::vector) return tensor_view<const T, 4>(queries);
+    else return this->in.q;
+  }
+  __device__ tensor_view<const T, 4> state_keys() const {
+    if constexpr (Rule::decay == decay_kind::vector) return tensor_view<const T, 4>(keys);
+    else return this->in.k;
+  }
+  __device__ index_t state_head(index_t h, index_t hv) const { return Rule::decay == decay_kind::vector ? hv : h; }
 };
 
 }  // namespace linattn::cuda::detail

@@ -27,6 +27,24 @@ __device__ void load_keys_queries_gates(const chunk_args<Rule, T>& args, T* keys
   __syncthreads();
 }
 
+/// betas[r] <- beta_r of the chunk's tokens (0 past n) from its key tile [C, ldk] in shared
+/// memory (visible to the block; any element type): one warp per row. Delta family only.
+template <int K, class Rule, class T, class Key>
+__device__ void chunk_write_strengths(const chunk_args<Rule, T>& args, const Key* keys, int ldk, float* betas, index_t b,
+                                      index_t t0, int n, index_t hv) {
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+  for (int r = warp; r < chunk; r += warps) {
+    float kk = 0.0f;
+    for (int i = lane; i < K; i += 32) {
+      const float v = to_float(keys[r * ldk + i]);
+      kk += v * v;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
+    if (lane == 0) betas[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, kk) : 0.0f;
+  }
+}
+
 /// With gates[0..C) holding the chunk's log gates (0 past its n tokens) and `keys` its key
 /// tile [C, ldk] in shared memory (both visible to the block): gates <- their cumsum,
 /// betas[r] <- beta_r (0 past n; delta family only), and the cumsum is written to
@@ -35,18 +53,7 @@ template <int K, class Rule, class T>
 __device__ void chunk_gates_and_betas(const chunk_args<Rule, T>& args, const T* keys, int ldk, float* gates,
                                       float* betas, int i, index_t b, index_t t0, int n, index_t hv) {
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, warps = int(blockDim.x) / 32;
-  if constexpr (corrects<Rule>) {  // one warp per row
-    for (int r = warp; r < chunk; r += warps) {
-      float kk = 0.0f;
-      for (int i = lane; i < K; i += 32) {
-        const float v = to_float(keys[r * ldk + i]);
-        kk += v * v;
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
-      if (lane == 0) betas[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, kk) : 0.0f;
-    }
-  }
+  if constexpr (corrects<Rule>) chunk_write_strengths<K>(args, keys, ldk, betas, b, t0, n, hv);
   if (warp == warps - 1) {  // cumsum on the last warp: two gates per lane, then a warp scan
     const float g0 = gates[2 * lane], g1 = g0 + gates[2 * lane + 1];
     float run = g1;

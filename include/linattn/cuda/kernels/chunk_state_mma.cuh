@@ -24,11 +24,13 @@
 #include "../tile/mma_sync.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
+#include "state_pass_decays.cuh"
 
 namespace linattn::cuda::detail {
 
-/// One chunk's tiles in shared memory (two buffers), delta family.
-template <class T, int K, int BV, bool Corrects>
+/// One chunk's tiles in shared memory (two buffers), delta family; `Slots` decays
+/// (state_pass_decays.cuh).
+template <class T, int K, int BV, bool Corrects, int Slots>
 struct alignas(128) chunk_state_mma_tiles {
   static constexpr int ldk = K + 8, ldv = BV + 8, lds = chunk + 8;  // 16-byte rows
   T w[chunk][ldk];                 // [C, K]
@@ -36,24 +38,24 @@ struct alignas(128) chunk_state_mma_tiles {
   T keys[chunk][ldk];              // [C, K]
   T values[chunk][ldv];            // [C, BV]  U
   T scores[chunk][lds];            // [C, C]
-  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+  alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays (16-byte copies)
 };
 
 /// The additive family's: no W.
-template <class T, int K, int BV>
-struct alignas(128) chunk_state_mma_tiles<T, K, BV, false> {
+template <class T, int K, int BV, int Slots>
+struct alignas(128) chunk_state_mma_tiles<T, K, BV, false, Slots> {
   static constexpr int ldk = K + 8, ldv = BV + 8, lds = chunk + 8;
   T queries[chunk][ldk];           // [C, K]
   T keys[chunk][ldk];              // [C, K]
   T values[chunk][ldv];            // [C, BV]  V
   T scores[chunk][lds];            // [C, C]
-  alignas(16) float gates[chunk];  // [C]  b
+  alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays
 };
 
 /// Shared memory of the register-resident state pass (Split = 1: no partial products).
 template <class Rule, class T, int K, int Groups, int Split>
 struct chunk_state_mma_buffers {
-  using tiles = chunk_state_mma_tiles<T, K, 16 * Groups, corrects<Rule>>;
+  using tiles = chunk_state_mma_tiles<T, K, 16 * Groups, corrects<Rule>, state_pass_decays<Rule, K>::slots>;
   static constexpr int BV = 16 * Groups;          // value columns per block
   static constexpr int warps = Groups * Split, threads = 32 * warps;
   static constexpr int out_rows = chunk / Split;  // output rows each warp finishes
@@ -83,10 +85,11 @@ __device__ void load_chunk_tiles(Tiles& buf, const chunk_args<Rule, T>& args, in
   } else {
     load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, args.in.v, b, t0, n, hv, v0);
   }
-  load_rows<chunk, K, Threads>(buf.queries[0], Tiles::ldk, args.in.q, b, t0, n, h);
-  load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.in.k, b, t0, n, h);
+  const index_t qk = args.state_head(h, hv);
+  load_rows<chunk, K, Threads>(buf.queries[0], Tiles::ldk, args.state_queries(), b, t0, n, qk);
+  load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, qk);
   load_rows<chunk, chunk, Threads>(buf.scores[0], Tiles::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
-  args.load_gate_cumsum(buf.gates, i, hv, int(threadIdx.x));
+  args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, int(threadIdx.x));
   commit_copies();
 }
 
@@ -96,6 +99,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
   static_assert(Split == 1 || Split == 2 || Split == 4, "the output tokens split evenly over the warps of a group");
   static_assert(K % (16 * Split) == 0, "each warp takes whole 16-key steps");
   using S = chunk_state_mma_storage<Rule, T, K, Groups, Split>;
+  using decays = state_pass_decays<Rule, K>;
   constexpr int KP = K / Split;        // key columns per warp
   constexpr int KT = KP / 8;           // n-tiles of the warp's part of Ht
   constexpr int CT = chunk / 8;        // n-tiles of a [16, C] tile
@@ -149,7 +153,6 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
     const T* values = buf.values[0] + 16 * group;
     const T* scores = buf.scores[0];
     const float* gates = buf.gates;
-    const float last = gates[chunk - 1];
 
     // Ht W^T and Ht Q^T over this warp's key columns, one k-step of Ht at a time
     float x[CT][4] = {}, o[CT][4] = {};
@@ -219,7 +222,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
 #pragma unroll
     for (int nt = 0; nt < CT; ++nt) {
       if (nt / OT != part) continue;
-      const float f0 = scale * __expf(gates[8 * nt + 2 * t]), f1 = scale * __expf(gates[8 * nt + 2 * t + 1]);
+      const float f0 = scale * decays::read(gates, 8 * nt + 2 * t), f1 = scale * decays::read(gates, 8 * nt + 2 * t + 1);
       o[nt][0] *= f0, o[nt][1] *= f1, o[nt][2] *= f0, o[nt][3] *= f1;
     }
 #pragma unroll
@@ -256,16 +259,15 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       }
     }
     // Ht <- exp(b_C) Ht + U~t diag(exp(b_C - b)) K on this warp's key columns
-    const float decay = __expf(last);
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ht[nt][e] *= decay;
+      for (int e = 0; e < 4; ++e) ht[nt][e] *= decays::of_key(gates, k0 + 8 * nt + 2 * t + (e & 1));
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
       const int c0 = 16 * q + 2 * t;
-      const float f[4] = {__expf(last - gates[c0]), __expf(last - gates[c0 + 1]), __expf(last - gates[c0 + 8]),
-                          __expf(last - gates[c0 + 9])};
+      const float f[4] = {decays::to_end(gates, c0), decays::to_end(gates, c0 + 1), decays::to_end(gates, c0 + 8),
+                          decays::to_end(gates, c0 + 9)};
       std::uint32_t a[4];
       pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
 #pragma unroll

@@ -28,37 +28,38 @@
 #include "../tile/named_barrier.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
+#include "state_pass_decays.cuh"
 
 namespace linattn::cuda::detail {
 
 /// The state warps' tiles of one chunk (two buffers), delta family. W, K (and the output warps'
 /// Q and scores) come as one bulk copy per tile from the workspace, head-major with rows padded
-/// as here (host/plan.cuh).
-template <class T, int K, int BV, bool Corrects>
+/// as here (host/plan.cuh). `Slots` decays (state_pass_decays.cuh).
+template <class T, int K, int BV, bool Corrects, int Slots>
 struct alignas(16) chunk_state_specialized_tiles {
   static constexpr int ldk = K + 8, ldv = BV + 8;  // 16-byte rows, off one bank
   T w[chunk][ldk];                 // [C, K]
   T keys[chunk][ldk];              // [C, K]
   T values[chunk][ldv];            // [C, BV]  U
-  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+  alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays (16-byte copies)
 };
 
 /// The additive family's: no W.
-template <class T, int K, int BV>
-struct alignas(16) chunk_state_specialized_tiles<T, K, BV, false> {
+template <class T, int K, int BV, int Slots>
+struct alignas(16) chunk_state_specialized_tiles<T, K, BV, false, Slots> {
   static constexpr int ldk = K + 8, ldv = BV + 8;
   T keys[chunk][ldk];              // [C, K]
   T values[chunk][ldv];            // [C, BV]  V
-  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+  alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays (16-byte copies)
 };
 
 /// The output warps' tiles of one chunk (two buffers).
-template <class T, int K>
+template <class T, int K, int Slots>
 struct alignas(16) chunk_state_specialized_output_tiles {
   static constexpr int ldk = K + 8, lds = chunk + 8;
   T queries[chunk][ldk];           // [C, K], then the warps' rows of O [C, BV]
   T scores[chunk][lds];            // [C, C]
-  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+  alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays (16-byte copies)
 };
 
 /// One slot of the hand-over ring.
@@ -72,8 +73,9 @@ struct chunk_state_specialized_slot {
 /// so each starts on a 128-byte boundary; 16-byte alignment is what the copies need.
 template <class Rule, class T, int K, int BV>
 struct chunk_state_specialized_storage {
-  using tiles = chunk_state_specialized_tiles<T, K, BV, corrects<Rule>>;
-  using output_tiles = chunk_state_specialized_output_tiles<T, K>;
+  static constexpr int slots = state_pass_decays<Rule, K>::slots;
+  using tiles = chunk_state_specialized_tiles<T, K, BV, corrects<Rule>, slots>;
+  using output_tiles = chunk_state_specialized_output_tiles<T, K, slots>;
   static constexpr int role_threads = 128, threads = 2 * role_threads;
   static constexpr int keys_per_warp = K / 4;
   static constexpr int ldk = tiles::ldk, ldv = tiles::ldv, lds = output_tiles::lds;
@@ -133,7 +135,7 @@ __device__ void load_state_tiles(Tiles& buf, std::uint64_t* arrived, const chunk
     load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
     load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, args.in.v, b, t0, n, hv, v0, tid);
   }
-  args.load_gate_cumsum(buf.gates, i, hv, tid);
+  args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
   commit_copies();
 }
 
@@ -145,7 +147,7 @@ __device__ void load_output_tiles(Tiles& buf, std::uint64_t* arrived, const chun
   const bulk_tile<T> tiles[2] = {{buf.queries[0], Tiles::ldk, &args.queries(b, t0, hv, 0)},
                                  {buf.scores[0], Tiles::lds, &args.scores(b, t0, hv, 0)}};
   load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
-  args.load_gate_cumsum(buf.gates, i, hv, tid);
+  args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
   commit_copies();
 }
 
@@ -155,6 +157,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   static_assert(BV % 16 == 0 && K % 64 == 0, "whole 16-column steps; 16-key steps per warp");
   using S = chunk_state_specialized_storage<Rule, T, K, BV>;
   using bars = specialized_barriers;
+  using decays = state_pass_decays<Rule, K>;
   constexpr int NT = BV / 8;  // n-tiles of the block's columns
   constexpr int R = S::role_threads, both = S::threads;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
@@ -201,7 +204,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       const T* fresh = slot_fresh(c);
       float o[NT][4] = {};
       mma_rows_kn<T, NT, K / 16>(o, queries + r0 * S::ldk, S::ldk, state, S::ldv, lane);
-      const float f[2] = {args.scale * __expf(gates[r0 + g]), args.scale * __expf(gates[r0 + g + 8])};
+      const float f[2] = {args.scale * decays::read(gates, r0 + g), args.scale * decays::read(gates, r0 + g + 8)};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -282,7 +285,6 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     const T* keys = buf.keys[0];
     const T* values = buf.values[0];
     const float* gates = buf.gates;
-    const float last = gates[chunk - 1];
     const T* state = slot_state(c);
     T* fresh = slot_fresh(c);
 
@@ -307,7 +309,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = r0 + g + 8 * half;
-      const float f = __expf(last - gates[r]);
+      const float f = decays::to_end(gates, r);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         store_pair(fresh + r * S::ldv, col(nt, 0), x[nt][2 * half], x[nt][2 * half + 1]);
@@ -320,13 +322,14 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
 
     // H <- exp(b_C) H + K^T written on this warp's key rows (K^T read transposed from the
     // token-major key tile)
-    const float decay = __expf(last);
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const float decay = decays::of_key(gates, key(m, e));
 #pragma unroll
-        for (int e = 0; e < 4; ++e) hs[m][nt][e] *= decay;
+        for (int nt = 0; nt < NT; ++nt) hs[m][nt][e] *= decay;
+      }
 #pragma unroll
     for (int q = 0; q < chunk / 16; ++q) {
       std::uint32_t ak[MT][4];

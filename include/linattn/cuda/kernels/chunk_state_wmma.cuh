@@ -8,6 +8,7 @@
 ///   O   = scale diag(exp b) Q H + scores U~
 ///   H  <- exp(b_C) H + K^T diag(exp(b_C - b)) U~
 ///
+/// (per-key decays: Q and K come pre-scaled and H decays per key row, state_pass_decays.cuh)
 /// The next chunk's tiles are copied asynchronously while the current one is computed (two
 /// tile buffers where shared memory allows, else one).
 #pragma once
@@ -19,28 +20,29 @@
 #include "../tile/load_store.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
+#include "state_pass_decays.cuh"
 
 namespace linattn::cuda::detail {
 
 /// Shared memory a block may use on sm_90 (227 KiB).
 inline constexpr int max_block_smem = 227 * 1024;
 
-/// One chunk's tiles in shared memory.
-template <class T, int K, int BV>
+/// One chunk's tiles in shared memory; `Slots` decays (state_pass_decays.cuh).
+template <class T, int K, int BV, int Slots>
 struct alignas(128) chunk_state_wmma_tiles {
   static constexpr int ldk = K + pad<T>, ldb = BV + pad<T>, ldc = chunk + pad<T>;
   T wq[2 * chunk][ldk];        // [2C, K]  W rows, then Q rows (one operand: [W; Q] H)
   T keys[chunk][ldk];          // [C, K]
   T values[chunk][ldb];        // [C, BV]  U or V
   T scores[chunk][ldc];        // [C, C]
-  alignas(16) float gates[chunk];  // [C]  b (16-byte copies)
+  alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays (16-byte copies)
 };
 
 /// Shared memory of the fp32 state pass: the state, the chunk's intermediates, and `Buffers`
 /// tile buffers (chunk_state_wmma_storage: two where they fit).
-template <class T, int K, int BV, int Buffers>
+template <class T, int K, int BV, int Slots, int Buffers>
 struct chunk_state_wmma_buffers {
-  using tiles = chunk_state_wmma_tiles<T, K, BV>;
+  using tiles = chunk_state_wmma_tiles<T, K, BV, Slots>;
   static constexpr int warps = 16, threads = 32 * warps, buffers = Buffers;
   static constexpr int ldk = tiles::ldk, ldb = tiles::ldb, ldc = tiles::ldc, ldh = BV + 4;
   float h[K][ldh];                   // [K, BV]  H = S^T, this block's columns
@@ -52,15 +54,16 @@ struct chunk_state_wmma_buffers {
   tiles buffer[Buffers];             // [Buffers]  chunk c in buffer c % Buffers
 };
 
-template <class T, int K, int BV>
-using chunk_state_wmma_storage = std::conditional_t<sizeof(chunk_state_wmma_buffers<T, K, BV, 2>) <= max_block_smem,
-                                                    chunk_state_wmma_buffers<T, K, BV, 2>, chunk_state_wmma_buffers<T, K, BV, 1>>;
+template <class Rule, class T, int K, int BV, int Slots = state_pass_decays<Rule, K>::slots>
+using chunk_state_wmma_storage = std::conditional_t<sizeof(chunk_state_wmma_buffers<T, K, BV, Slots, 2>) <= max_block_smem,
+                                                    chunk_state_wmma_buffers<T, K, BV, Slots, 2>,
+                                                    chunk_state_wmma_buffers<T, K, BV, Slots, 1>>;
 
 /// Queues the copies of one chunk's tiles into `buf` (one commit group per thread).
-template <int Threads, class Rule, class T, int K, int BV>
-__device__ void load_chunk(chunk_state_wmma_tiles<T, K, BV>& buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0,
-                           int n, index_t hv, index_t h, index_t v0) {
-  using Tiles = chunk_state_wmma_tiles<T, K, BV>;
+template <int Threads, class Rule, class T, int K, int BV, int Slots>
+__device__ void load_chunk(chunk_state_wmma_tiles<T, K, BV, Slots>& buf, const chunk_args<Rule, T>& args, int i, index_t b,
+                           int t0, int n, index_t hv, index_t h, index_t v0) {
+  using Tiles = chunk_state_wmma_tiles<T, K, BV, Slots>;
   T* wq = buf.wq[0];
   if constexpr (corrects<Rule>) {
     load_rows<chunk, K, Threads>(wq, Tiles::ldk, tensor_view<const T, 4>(args.w), b, t0, n, hv);
@@ -68,10 +71,11 @@ __device__ void load_chunk(chunk_state_wmma_tiles<T, K, BV>& buf, const chunk_ar
   } else {
     load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldb, args.in.v, b, t0, n, hv, v0);
   }
-  load_rows<chunk, K, Threads>(wq + chunk * Tiles::ldk, Tiles::ldk, args.in.q, b, t0, n, h);
-  load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.in.k, b, t0, n, h);
+  const index_t qk = args.state_head(h, hv);
+  load_rows<chunk, K, Threads>(wq + chunk * Tiles::ldk, Tiles::ldk, args.state_queries(), b, t0, n, qk);
+  load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, qk);
   load_rows<chunk, chunk, Threads>(buf.scores[0], Tiles::ldc, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
-  args.load_gate_cumsum(buf.gates, i, hv, int(threadIdx.x));
+  args.template load_gate_cumsum<Slots>(buf.gates, i, hv, int(threadIdx.x));
   commit_copies();
 }
 
@@ -79,7 +83,8 @@ __device__ void load_chunk(chunk_state_wmma_tiles<T, K, BV>& buf, const chunk_ar
 template <class Rule, class T, int K, int BV, class Op = T>
 __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, T> args) {
   static_assert(std::is_same_v<T, float>, "the WMMA state pass takes fp32 inputs");
-  using S = chunk_state_wmma_storage<T, K, BV>;
+  using S = chunk_state_wmma_storage<Rule, T, K, BV>;
+  using decays = state_pass_decays<Rule, K>;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& smem = *reinterpret_cast<S*>(dynamic_smem);
   float* hs = smem.h[0];
@@ -131,7 +136,6 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
     const T* values = buf.values[0];
     const T* scores = buf.scores[0];
     const float* gates = buf.gates;
-    const float last = gates[chunk - 1];
     const float scale = args.scale;
 
     // [W; Q] H: the first C rows give U~ = U - W H, the next C rows the inter-chunk read.
@@ -139,13 +143,13 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
       if (r < chunk) {
         float v[8], d[8];
         load8(values + r * S::ldb + j, v);
-        const float to_end = __expf(last - gates[r]);
+        const float to_end = decays::to_end(gates, r);
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[e] -= x[e], d[e] = to_end * v[e];
         store8_aligned(vn + r * S::ldb + j, v);
         store8_aligned(vn_decayed + r * S::ldb + j, d);
       } else {
-        const float from_start = scale * __expf(gates[r - chunk]);
+        const float from_start = scale * decays::read(gates, r - chunk);
 #pragma unroll
         for (int e = 0; e < 8; ++e) o[(r - chunk) * S::ldh + j + e] = from_start * x[e];
       }
@@ -158,7 +162,7 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
       for (int e = tid; e < chunk * BV; e += int(blockDim.x)) {
         const int r = e / BV, j = e % BV;
         vn[r * S::ldb + j] = values[r * S::ldb + j];
-        vn_decayed[r * S::ldb + j] = from_float<T>(__expf(last - gates[r]) * to_float(values[r * S::ldb + j]));
+        vn_decayed[r * S::ldb + j] = from_float<T>(decays::to_end(gates, r) * to_float(values[r * S::ldb + j]));
       }
     }
     __syncthreads();
@@ -172,9 +176,10 @@ __global__ void __launch_bounds__(512) chunk_state_wmma_kernel(chunk_args<Rule, 
           store8(args.out, b, t0 + r, hv, v0 + j, y);
         });
     // H <- exp(b_C) H + K^T diag(exp(b_C - b)) U~
-    const float decay = __expf(last);
+    const float row0_decay = decays::of_key(gates, 0);  // every row's, for scalar decays
     block_gemm<Op, col_major, row_major, K, BV, chunk>(keys, S::ldk, vn_decayed, S::ldb, stage,
         [&](int i, int j, const float (&x)[8]) {
+          const float decay = decays::per_key ? decays::of_key(gates, i) : row0_decay;
           float y[8];
 #pragma unroll
           for (int e = 0; e < 8; ++e) y[e] = decay * hs[i * S::ldh + j + e] + x[e];
