@@ -383,32 +383,27 @@ int main(int argc, char** argv) {
   for (const auto& r : rows)
     std::printf("%-44s %4d %6d %4d %4d %12.4f %12.4f %8.2f\n", r.name.c_str(), r.B, r.T, r.H, r.D, r.ms, r.floor_ms,
                 r.ms / r.floor_ms);
+  // Same-shape ratios: each row whose name contains `part` against the row `baseline(name)`.
+  const auto same_shape = [&](const char* part, const char* label, auto&& baseline) {
+    std::printf("\n%-44s %6s %6s %4s %12s\n", "ratio (same shape)", "B", "T", "H", (std::string("x ") + label).c_str());
+    for (const auto& r : rows) {
+      if (r.name.find(part) == std::string::npos) continue;
+      const std::string base = baseline(r.name);
+      for (const auto& d : rows)
+        if (d.name == base && d.B == r.B && d.T == r.T && d.H == r.H)
+          std::printf("%-44s %6d %6d %4d %12.3f\n", (r.name + " / " + label).c_str(), r.B, r.T, r.H, r.ms / d.ms);
+    }
+  };
   // Prefix caching: the chunkwise forward writing checkpoints against the same call without.
-  std::printf("\n%-44s %6s %6s %4s %10s\n", "ratio (same shape)", "B", "T", "H", "x plain");
-  for (const auto& r : rows) {
-    if (r.name.find("checkpoints/") == std::string::npos) continue;
-    for (const auto& d : rows)
-      if (d.name == "GatedDelta bf16 chunkwise" && d.B == r.B && d.T == r.T && d.H == r.H)
-        std::printf("%-44s %6d %6d %4d %10.3f\n", (r.name + " / plain").c_str(), r.B, r.T, r.H, r.ms / d.ms);
-  }
+  same_shape("checkpoints/", "plain", [](const std::string&) { return std::string("GatedDelta bf16 chunkwise"); });
   // Mixed precision: fp32 g and beta against the all-bf16 call of the same shape.
-  std::printf("\n%-44s %6s %6s %4s %10s\n", "ratio (same shape)", "B", "T", "H", "x bf16");
-  for (const auto& r : rows) {
-    if (r.name.find("fp32 g,beta") == std::string::npos) continue;
-    std::string plain = r.name;
-    plain.replace(plain.find("bf16+fp32 g,beta"), std::string("bf16+fp32 g,beta").size(), "bf16");
-    for (const auto& d : rows)
-      if (d.name == plain && d.B == r.B && d.T == r.T && d.H == r.H)
-        std::printf("%-44s %6d %6d %4d %10.3f\n", (r.name + " / bf16").c_str(), r.B, r.T, r.H, r.ms / d.ms);
-  }
+  same_shape("fp32 g,beta", "bf16", [](std::string name) {
+    const std::string mixed = "bf16+fp32 g,beta";
+    return name.replace(name.find(mixed), mixed.size(), "bf16");
+  });
   // Per-key decays: the chunkwise forward against GatedDelta's of the same shape and precision.
-  std::printf("\n%-44s %6s %6s %4s %12s\n", "ratio (same shape)", "B", "T", "H", "x GatedDelta");
-  for (const auto& r : rows) {
-    if (r.name.find("fp32 g chunkwise") == std::string::npos) continue;
-    for (const auto& d : rows)
-      if (d.name == "GatedDelta bf16+fp32 g,beta chunkwise" && d.B == r.B && d.T == r.T && d.H == r.H)
-        std::printf("%-44s %6d %6d %4d %12.3f\n", (r.name + " / GatedDelta").c_str(), r.B, r.T, r.H, r.ms / d.ms);
-  }
+  same_shape("fp32 g chunkwise", "GatedDelta",
+             [](const std::string&) { return std::string("GatedDelta bf16+fp32 g,beta chunkwise"); });
   // Serving ratios: the speculative calls against one decode step through the pool, per B.
   std::printf("\n%-44s %6s %10s\n", "ratio (same B)", "B", "x decode");
   for (const auto& r : rows) {
