@@ -59,35 +59,17 @@ double useful_flops(pass p, bool householder, const shape& s) {
 
 /// Random inputs of one shape (the distributions of bench_forms.cpp) and the backward's
 /// buffers: dL/d out ~ N(0, 1) and one gradient buffer per input.
-struct data {
-  shape s;
-  std::vector<float> q, k, v, g_scalar, g_vector, beta, out, dout;
+struct data : common_inputs {
+  std::vector<float> dout;
   std::vector<float> dq, dk, dv, dg_scalar, dg_vector, dbeta;
 };
 
 data& data_for(const shape& s) {
   static data d;
-  const shape& o = d.s;
-  if (!d.q.empty() && o.B == s.B && o.T == s.T && o.H == s.H && o.K == s.K && o.V == s.V) return d;
-  d.s = s;
+  if (d.drawn_for(s)) return d;
   std::mt19937 rng(20240611u);
-  const auto fill = [&](std::vector<float>& x, index_t n, auto f) { fill_normal(x, n, rng, f); };
-  const index_t tokens = s.B * s.T * s.H;
-  const auto same = [](float z) { return z; };
-  fill(d.q, tokens * s.K, same);
-  fill(d.k, tokens * s.K, same);
-  fill(d.v, tokens * s.V, same);
-  fill(d.g_scalar, tokens, [](float z) { return log_sigmoid(z + 2.0f) / 16.0f; });
-  fill(d.g_vector, tokens * s.K, [](float z) { return log_sigmoid(z + 2.0f) / 16.0f; });
-  fill(d.beta, tokens, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
-  fill(d.dout, tokens * s.V, same);
-  for (index_t i = 0; i < tokens; ++i) {  // unit-norm keys
-    float* k = d.k.data() + i * s.K;
-    float n2 = 0;
-    for (index_t j = 0; j < s.K; ++j) n2 += k[j] * k[j];
-    for (index_t j = 0; j < s.K; ++j) k[j] /= std::sqrt(n2);
-  }
-  d.out.assign(static_cast<std::size_t>(tokens * s.V), 0.0f);
+  d.draw(s, rng);
+  fill_normal(d.dout, s.B * s.T * s.H * s.V, rng, [](float z) { return z; });
   d.dq.assign(d.q.size(), 0.0f), d.dk.assign(d.k.size(), 0.0f), d.dv.assign(d.v.size(), 0.0f);
   d.dg_scalar.assign(d.g_scalar.size(), 0.0f), d.dg_vector.assign(d.g_vector.size(), 0.0f);
   d.dbeta.assign(d.beta.size(), 0.0f);

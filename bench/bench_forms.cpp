@@ -102,14 +102,9 @@ constexpr index_t steps_of() {
 
 // ---- inputs ------------------------------------------------------------------------------
 
-/// Random inputs of one size, shared by every rule and form of that size.
-struct input_data {
-  shape s;
-  std::vector<float> q, k;      // [B, T, H, K]  q ~ N(0,1), k ~ N(0,1) then L2-normalised
-  std::vector<float> v, out;    // [B, T, H, V]  v ~ N(0,1)
-  std::vector<float> g_scalar;  // [B, T, H]     logsigmoid(N(0,1) + 2) / 16 < 0, mean ~ -0.011
-  std::vector<float> g_vector;  // [B, T, H, K]  same distribution
-  std::vector<float> beta;      // [B, T, H]     sigmoid(N(0,1)): delta-rule step (Longhorn: delta)
+/// Random inputs of one size, shared by every rule and form of that size: the common ones
+/// (bench_support.hpp), then these.
+struct input_data : common_inputs {
   std::vector<float> a_low, b_low;  // [B, T, H, K]  RWKV7: a = -k (unit keys), b = k ⊙ sigmoid(N(0,1))
   std::vector<float> k_steps;   // [B, T, product_steps, H, K]  DeltaProduct: unit keys
   std::vector<float> v_steps;   // [B, T, product_steps, H, V]
@@ -122,35 +117,19 @@ struct input_data {
 /// registered next to each other).
 input_data& inputs_for(const shape& s) {
   static input_data d;
-  const shape& o = d.s;
-  if (!d.q.empty() && o.B == s.B && o.T == s.T && o.H == s.H && o.K == s.K && o.V == s.V) return d;
-  d.s = s;
+  if (d.drawn_for(s)) return d;
   std::mt19937 rng(20240611u);
+  d.draw(s, rng);
   const auto fill = [&](std::vector<float>& x, index_t n, auto f) { fill_normal(x, n, rng, f); };
   const index_t tokens = s.B * s.T * s.H;
   const auto same = [](float z) { return z; };
-  const auto gate = [](float z) { return log_sigmoid(z + 2.0f) / 16.0f; };
-  fill(d.q, tokens * s.K, same);
-  fill(d.k, tokens * s.K, same);
-  fill(d.v, tokens * s.V, same);
-  fill(d.g_scalar, tokens, gate);
-  fill(d.g_vector, tokens * s.K, gate);
-  fill(d.beta, tokens, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
   fill(d.k_steps, tokens * product_steps * s.K, same);
   fill(d.v_steps, tokens * product_steps * s.V, same);
   fill(d.beta_steps, tokens * product_steps, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
   fill(d.dt, tokens * s.V, [](float z) { return z - 3.0f; });
   fill(d.rates, s.H * s.V * s.K, [](float z) { return -std::exp(z / 4.0f); });
   for (std::size_t i = 0; i < d.rates.size(); ++i) d.rates[i] *= float(i % std::size_t(s.K) + 1);
-  d.out.assign(static_cast<std::size_t>(tokens * s.V), 0.0f);
-  for (auto* keys : {&d.k, &d.k_steps})
-    for (std::size_t i = 0; i < keys->size(); i += std::size_t(s.K)) {  // unit-norm keys
-      float* k = keys->data() + i;
-      float n2 = 0;
-      for (index_t j = 0; j < s.K; ++j) n2 += k[j] * k[j];
-      const float inv = 1.0f / std::sqrt(n2);
-      for (index_t j = 0; j < s.K; ++j) k[j] *= inv;
-    }
+  normalise_rows(d.k_steps, s.K);  // unit-norm keys
   fill(d.b_low, tokens * s.K, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
   d.a_low.resize(d.k.size());
   for (std::size_t i = 0; i < d.k.size(); ++i) d.a_low[i] = -d.k[i], d.b_low[i] *= d.k[i];

@@ -68,6 +68,50 @@ void fill_normal(std::vector<float>& x, index_t n, std::mt19937& rng, F f) {
   for (float& e : x) e = f(normal(rng));
 }
 
+/// Rows of length `len` of x scaled to unit L2 norm.
+inline void normalise_rows(std::vector<float>& x, index_t len) {
+  for (std::size_t i = 0; i < x.size(); i += std::size_t(len)) {
+    float* row = x.data() + i;
+    float n2 = 0;
+    for (index_t j = 0; j < len; ++j) n2 += row[j] * row[j];
+    const float inv = 1.0f / std::sqrt(n2);
+    for (index_t j = 0; j < len; ++j) row[j] *= inv;
+  }
+}
+
+/// The inputs every CPU benchmark draws, in this order from its generator: q, k ~ N(0,1) with
+/// k L2-normalised per token, v ~ N(0,1), log gates logsigmoid(N(0,1) + 2) / 16 < 0 (mean
+/// ~ -0.011; scalar and per key), beta = sigmoid(N(0,1)) (delta-rule step, Longhorn's delta);
+/// out zeroed. HV = H.
+struct common_inputs {
+  shape s;
+  std::vector<float> q, k;      // [B, T, H, K]
+  std::vector<float> v, out;    // [B, T, H, V]
+  std::vector<float> g_scalar;  // [B, T, H]
+  std::vector<float> g_vector;  // [B, T, H, K]
+  std::vector<float> beta;      // [B, T, H]
+
+  /// Whether they were drawn for the sizes of s.
+  bool drawn_for(const shape& o) const {
+    return !q.empty() && o.B == s.B && o.T == s.T && o.H == s.H && o.K == s.K && o.V == s.V;
+  }
+  /// Draws them for the sizes of `shape_` from rng, which the caller may go on drawing from.
+  void draw(const shape& shape_, std::mt19937& rng) {
+    s = shape_;
+    const index_t tokens = s.B * s.T * s.H;
+    const auto same = [](float z) { return z; };
+    const auto gate = [](float z) { return log_sigmoid(z + 2.0f) / 16.0f; };
+    fill_normal(q, tokens * s.K, rng, same);
+    fill_normal(k, tokens * s.K, rng, same);
+    fill_normal(v, tokens * s.V, rng, same);
+    fill_normal(g_scalar, tokens, rng, gate);
+    fill_normal(g_vector, tokens * s.K, rng, gate);
+    fill_normal(beta, tokens, rng, [](float z) { return 1.0f / (1.0f + std::exp(-z)); });
+    normalise_rows(k, s.K);
+    out.assign(static_cast<std::size_t>(tokens * s.V), 0.0f);
+  }
+};
+
 /// Every output written and finite, or the timing means nothing (float or 16-bit outputs).
 template <class E>
 bool all_finite(const std::vector<E>& x) {
