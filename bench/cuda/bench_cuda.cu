@@ -241,16 +241,24 @@ row decode(int B, int H, int D, int reps, double bw) {
   return {"GatedDelta bf16 decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};  // state read + written
 }
 
+/// The inputs of a per-key decay rule (VectorDecay or KDA): x's q, k, v (and beta) with the fp32
+/// per-key log gates g [B, T, H, D] in device memory.
+template <class Rule>
+typename Rule::template inputs<E> per_key_inputs(const gated_delta_buffers& x, float* g) {
+  const auto base = x.inputs();
+  typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
+  in.g = la::coefficient_view<E, 4>(la::view<float>(g, x.B, x.T, x.H, x.D));
+  if constexpr (requires { in.beta; }) in.beta = base.beta;
+  return in;
+}
+
 /// One decode step of a per-key decay rule (VectorDecay or KDA, the token kernel only):
 /// bf16 q, k, v with fp32 per-key log gates g [B, 1, H, D] (and beta), fp32 state in place.
 template <class Rule>
 row decode_per_key(int B, int H, int D, int reps, double bw) {
   const gated_delta_buffers x(B, 1, H, D, 13, true);
   float* g = device_random<float>(x.tok * D, 14, fill_kind::log_gate);
-  const auto base = x.inputs();
-  typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
-  in.g = la::coefficient_view<E, 4>(la::view<float>(g, B, 1, H, D));
-  if constexpr (requires { in.beta; }) in.beta = base.beta;
+  const auto in = per_key_inputs<Rule>(x, g);
   const double ms = median_ms([&] { la::cuda::decode_step<Rule>(in, x.out(), x.states()); }, reps);
   cudaFree(g);
   return {std::string(Rule::name) + " bf16+fp32 g decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
@@ -263,10 +271,7 @@ template <class Rule>
 row forward_per_key(int B, int T, int H, int D, int reps, double bw) {
   const gated_delta_buffers x(B, T, H, D, 15, true);
   float* g = device_random<float>(x.tok * D, 16, fill_kind::log_gate);
-  const auto base = x.inputs();
-  typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
-  in.g = la::coefficient_view<E, 4>(la::view<float>(g, B, T, H, D));
-  if constexpr (requires { in.beta; }) in.beta = base.beta;
+  const auto in = per_key_inputs<Rule>(x, g);
   la::options<float> opt;
   opt.final_state = x.states();
   const double ms = median_ms([&] { la::cuda::chunkwise_forward<Rule>(in, x.out(), opt); }, reps);

@@ -38,6 +38,18 @@ struct chunk_args : call_args<Rule, T> {
     return span{int(i / unsigned(per_row)), first, min(chunk, this->length - first), 0};
   }
 
+  /// Where a block of a chunk-local launch (grid (chunks, HV)) works: its chunk's batch row b,
+  /// first token t0 and length n, its value head hv and that head's q/k head h.
+  struct chunk_position {
+    index_t b, t0, hv, h;
+    int n;
+  };
+  __device__ chunk_position block_chunk() const {
+    const span c = chunk_at(blockIdx.x);
+    const index_t hv = blockIdx.y;
+    return {c.b, c.start, hv, hv / this->group, c.length};
+  }
+
   /// Queues the copy of the decays of chunk i, value head hv, into dst[0..Slots) (16-byte
   /// aligned shared memory) on the threads with tid < Slots / 4; the caller commits.
   template <int Slots = chunk>

@@ -73,10 +73,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   float* betas = smem.betas;
 
   const int i = int(blockIdx.x);  // grid (chunks, HV)
-  const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, h = hv / args.group;
-  const index_t b = c.b, t0 = c.start;
-  const int n = c.length;
+  const auto [b, t0, hv, h, n] = args.block_chunk();
   const auto& in = args.in;
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const int rb = warp % 4, ch = warp / 4;

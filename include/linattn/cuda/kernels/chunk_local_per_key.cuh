@@ -24,7 +24,6 @@
 /// element. The products run on tensor cores (`Op`, tile/block_gemm.cuh).
 #pragma once
 
-#include <cstdint>
 #include <type_traits>
 
 #include "../tile/block_gemm.cuh"
@@ -116,19 +115,6 @@ __device__ void per_key_diagonal(S& smem, const float (*rows)[S::ldk], float* ds
   }
 }
 
-/// x(b, t, h, d0 .. d0 + 7) as floats: one 16-byte (fp32: two) load where the row allows, else
-/// eight independent element loads.
-template <class T>
-__device__ void read8(const tensor_view<const T, 4>& x, index_t b, index_t t, index_t h, index_t d0, float (&v)[8]) {
-  const T* p = &x(b, t, h, d0);
-  if (x.stride(3) == 1 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0) {
-    load8(p, v);
-  } else {
-#pragma unroll
-    for (int m = 0; m < 8; ++m) v[m] = to_float(x(b, t, h, d0 + m));
-  }
-}
-
 /// dst[d0 .. d0 + 8) = src[d0 .. d0 + 8) ⊙ exp(from[..] - to[..]), rows of fp32 tiles (8 floats,
 /// 32-byte aligned).
 __device__ inline void decay8(float* dst, const float* src, const float* from, const float* to) {
@@ -166,10 +152,7 @@ __global__ void __launch_bounds__(512) chunk_local_per_key_kernel(chunk_args<Rul
   constexpr int diagonal_warps_from = S::pivoted_rows / 16;  // (unbounded spans) the other warps form the
                                                              // diagonal blocks meanwhile
 
-  const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, h = hv / args.group;
-  const index_t b = c.b, t0 = c.start;
-  const int n = c.length;
+  const auto [b, t0, hv, h, n] = args.block_chunk();
   const auto& in = args.in;
   const int tid = int(threadIdx.x);
 
@@ -181,8 +164,8 @@ __global__ void __launch_bounds__(512) chunk_local_per_key_kernel(chunk_args<Rul
     const int r = e / pieces, d = (e % pieces) * 8;
     float k8[8] = {}, q8[8] = {};
     if (r < n) {
-      read8(in.k, b, t0 + r, h, d, k8);
-      read8(in.q, b, t0 + r, h, d, q8);
+      load8(in.k, b, t0 + r, h, d, k8);
+      load8(in.q, b, t0 + r, h, d, q8);
     }
     store8_aligned(&smem.keys[r][d], k8);
     store8_aligned(&own[r][d], q8);
@@ -298,7 +281,7 @@ __global__ void __launch_bounds__(512) chunk_local_per_key_kernel(chunk_args<Rul
     for (int e = tid; e < chunk * V / 8; e += S::threads) {
       const int r = e / (V / 8), j = (e % (V / 8)) * 8;
       float v8[8] = {};
-      if (r < n) read8(in.v, b, t0 + r, hv, j, v8);
+      if (r < n) load8(in.v, b, t0 + r, hv, j, v8);
       store8_aligned(&smem.products.values[r][j], v8);
     }
     for (int e = tid; e < chunk * pieces; e += S::threads) {

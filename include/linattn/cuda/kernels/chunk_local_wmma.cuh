@@ -75,10 +75,7 @@ __global__ void __launch_bounds__(512) chunk_local_wmma_kernel(chunk_args<Rule, 
   float* gates = smem.gates;
   float* betas = smem.betas;
 
-  const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, h = hv / args.group;
-  const index_t b = c.b, t0 = c.start;
-  const int n = c.length;
+  const auto [b, t0, hv, h, n] = args.block_chunk();
   const auto& in = args.in;
   const int tid = int(threadIdx.x);
 

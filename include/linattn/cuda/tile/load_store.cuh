@@ -81,6 +81,20 @@ __device__ inline void store8_aligned(T* dst, const float (&v)[8]) {
   }
 }
 
+/// v = x(b, t, h, c .. c+7) as floats: 16-byte loads (fp32: two) when the row is contiguous
+/// and aligned there, else eight independent element loads.
+template <class T>
+__device__ inline void load8(const tensor_view<const T, 4>& x, index_t b, index_t t, index_t h, index_t c,
+                             float (&v)[8]) {
+  const T* src = &x(b, t, h, c);
+  if (x.stride(3) == 1 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0) {
+    load8(src, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = to_float(x(b, t, h, c + e));
+  }
+}
+
 /// x(b, t, h, c .. c+7) = v: 16-byte stores when the row is contiguous and aligned there,
 /// else element by element.
 template <class T>
