@@ -32,7 +32,8 @@ set(linattn_py_cuda_src ${CMAKE_CURRENT_LIST_DIR}/../src/cuda)
 add_library(linattn_py_cuda_kernels STATIC
   ${linattn_py_cuda_src}/rules/hebbian.cu ${linattn_py_cuda_src}/rules/scalar_decay.cu
   ${linattn_py_cuda_src}/rules/delta.cu ${linattn_py_cuda_src}/rules/gated_delta.cu
-  ${linattn_py_cuda_src}/rules/longhorn.cu ${linattn_py_cuda_src}/workspace.cu)
+  ${linattn_py_cuda_src}/rules/longhorn.cu ${linattn_py_cuda_src}/rules/vector_decay.cu
+  ${linattn_py_cuda_src}/rules/kda.cu ${linattn_py_cuda_src}/workspace.cu)
 set_target_properties(linattn_py_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 20)
 # The library's CUDA flags (C++20, relaxed constexpr, LINATTN_WITH_CUDA), with the static runtime.
 # CUDA_STANDARD 20 only keeps CMake from appending its default -std=c++17 after the flag below

@@ -10,6 +10,7 @@ import torch
 import linattn.torch as la
 from calls import CASES, IDS
 from conftest import close, make_inputs, make_state
+from reference import reference
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA device: the CUDA tests run on a GPU machine (docs/python.md)")
@@ -213,3 +214,75 @@ def test_workspace_comes_from_torchs_caching_allocator():
     workspace = 4096 * 4 * (128 + 128 + 64) * 2
     assert torch.cuda.max_memory_allocated() - base >= o.numel() * o.element_size() + workspace
     assert torch.equal(o, first)
+
+
+# The per-key decays: KDA (chunkwise and recurrent) and VectorDecay under fla's chunk_gla (whose
+# GLA has no grouped value heads), as (name, call(q, k, v, g, beta, **kw), rule, value heads).
+_PER_KEY = [
+    ("chunk_kda", la.chunk_kda, "kda", 4),
+    ("fused_recurrent_kda", la.fused_recurrent_kda, "kda", 4),
+    ("chunk_gla", lambda q, k, v, g, beta, **kw: la.chunk_gla(q, k, v, g, **kw), "vector_decay", 2),
+]
+
+
+def _device_call(call, *args, **kw):
+    """call(*args, **kw) with every warning recorded; fails if it ran on host copies."""
+    la._backend._warned.clear()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        result = call(*args, **kw)
+    assert not [w for w in seen if "host copies" in str(w.message)], [str(w.message) for w in seen]
+    return result
+
+
+@pytest.mark.parametrize("name,call,rule,HV", _PER_KEY, ids=[c[0] for c in _PER_KEY])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("strong", [False, True])
+def test_per_key_forward_on_the_device(name, call, rule, HV, dtype, strong):
+    """The per-key decays run linattn::cuda's kernels on CUDA tensors (no host copy), against the
+    float64 reference on the same rounded inputs: T = 150 (not a multiple of the chunk), K = 128
+    != V = 64, an initial state, mild or strong per-key gates (some keys never forget); 16-bit
+    q, k, v with float32 gates (fla's mixed precision)."""
+    q, k, v, g, beta = make_inputs(T=150, HV=HV, K=128, V=64, gate="key", strong=strong)
+    g[..., ::5] = 0.0
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    h0 = make_state(2, HV, 128, 64)
+    o, s = _device_call(call, *_cuda((q, k, v, g, beta)), initial_state=h0.cuda(), output_final_state=True)
+    assert o.is_cuda and o.dtype == dtype and s.dtype == torch.float32
+    want_o, want_s = reference(rule, q, k, v, g, beta if rule == "kda" else None, h0=h0)
+    tol = 2e-4 if dtype == torch.float32 else 2e-2
+    close(o.cpu(), want_o, tol)
+    close(s.cpu(), want_s, tol)
+
+
+@pytest.mark.parametrize("name,call,rule,HV", _PER_KEY, ids=[c[0] for c in _PER_KEY])
+def test_per_key_packed_with_qk_norm(name, call, rule, HV):
+    """Packed sequences (one of one token, one empty, one over two chunks) with per-sequence initial
+    states, K = 64, V = 128, on the device kernels; KDA with q, k normalised inside the call
+    (chunk_gla, as fla's, has no such option)."""
+    cu = torch.tensor([0, 1, 1, 130, 200])
+    q, k, v, g, beta = make_inputs(B=1, T=200, HV=HV, K=64, V=128, gate="key", normalize_keys=False)
+    h0 = make_state(4, HV, 64, 128)
+    norm = {"use_qk_l2norm_in_kernel": True} if rule == "kda" else {}
+    o, s = _device_call(call, *_cuda((q, k, v, g, beta)), initial_state=h0.cuda(), output_final_state=True,
+                        cu_seqlens=cu.cuda(), **norm)
+    unit = (lambda x: x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)) if norm else (lambda x: x)
+    want_o, want_s = reference(rule, unit(q), unit(k), v, g, beta if rule == "kda" else None, h0=h0, cu_seqlens=cu)
+    close(o.cpu(), want_o, 2e-4)
+    close(s.cpu(), want_s, 2e-4)
+
+
+def test_per_key_backward_runs_on_host_copies():
+    """chunk_gla's forward runs on the device, its backward (no CUDA kernel for per-key decays)
+    on host copies with a warning: gradients on the device, equal to the CPU's."""
+    q, k, v, g, _ = make_inputs(T=70, HV=2, K=64, V=64, gate="key")
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, g)]
+    dev = [x.cuda().requires_grad_() for x in (q, k, v, g)]
+    want = torch.autograd.grad(la.chunk_gla(*leaves)[0].square().sum(), leaves)
+    o, _ = _device_call(la.chunk_gla, *dev)
+    la._backend._warned.clear()
+    with pytest.warns(RuntimeWarning, match="host copies"):
+        got = torch.autograd.grad(o.square().sum(), dev)
+    for a, b in zip(got, want):
+        assert a.is_cuda
+        close(a.cpu(), b, 2e-4)

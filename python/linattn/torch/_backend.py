@@ -2,11 +2,11 @@
 """Runs one rule's forward or backward on the tensors' device.
 
 CPU tensors go to linattn._cpu (float32, float64, or bf16/fp16 q, k, v with their gates in that
-dtype or float32, read as they are). CUDA tensors go to linattn._cuda (forward and backward) when it
-was built and supports the call (rule, K and V in {64, 128}; float32, or bf16/fp16 q, k, v with
-their gates in that dtype or float32); every other CUDA call runs the CPU kernels on host copies
-and copies the results back, with a warning the first time each case happens
-(docs/python.md#cuda-tensors).
+dtype or float32, read as they are). CUDA tensors go to linattn._cuda (forward, and backward
+but for the per-key decays) when it was built and supports the call (rule, K and V in {64, 128};
+float32, or bf16/fp16 q, k, v with their gates in that dtype or float32); every other CUDA call
+runs the CPU kernels on host copies and copies the results back, with a warning the first time
+each case happens (docs/python.md#cuda-tensors).
 """
 
 import warnings
@@ -79,10 +79,11 @@ def _on_host(run, outputs):
 _CUDA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _cuda_supports(rule, form, q, v, chunk_size):
+def _cuda_supports(rule, form, q, v, chunk_size, backward=False):
     K, V = q.shape[-1], v.shape[-1]
-    return (_cuda is not None and RULES[rule].cuda and q.dtype in _CUDA_DTYPES and K in (64, 128) and V in (64, 128)
-            and (form == "recurrent" or chunk_size == 64))
+    spec = RULES[rule]
+    return (_cuda is not None and spec.cuda and (spec.cuda_backward or not backward) and q.dtype in _CUDA_DTYPES
+            and K in (64, 128) and V in (64, 128) and (form == "recurrent" or chunk_size == 64))
 
 
 def runs_16bit(rule, form, q, k, v, chunk_size):
@@ -150,7 +151,7 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
                                               grad_initial_state, grads[0], grads[1], grads[2], list(grads[3:]),
                                               cu_seqlens, scale, normalize_qk, number, chunk_size, _threads())
         return
-    if q.device.type == "cuda" and _cuda_supports(rule, "chunk", q, v, 64):
+    if q.device.type == "cuda" and _cuda_supports(rule, "chunk", q, v, 64, backward=True):
         stream = torch.cuda.current_stream(q.device).cuda_stream
         dense = lambda t: None if t is None else t.contiguous()
         with torch.cuda.device(q.device), _python_names():

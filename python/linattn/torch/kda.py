@@ -4,7 +4,8 @@
 
 Shapes: q, k [B, T, H, K]; v [B, T, HV, V]; g [B, T, HV, K] (log decay per key, <= 0); beta
 [B, T, HV]; states [N, HV, K, V]. Forward only for now (the library has no KDA backward yet:
-autograd raises NotImplementedError); CPU kernels (CUDA tensors run them on host copies).
+autograd raises NotImplementedError); CUDA tensors with K, V in {64, 128} run linattn::cuda's
+per-key kernels, other sizes the CPU kernels on host copies.
 """
 
 import torch

@@ -24,15 +24,17 @@ void cuda_backward(const typename Rule::template inputs<E>& in, tensor_view<cons
   cuda::chunkwise_backward<Rule>(in, grad_out, grads, opt, reinterpret_cast<cudaStream_t>(stream));
 }
 
-/// The explicit instantiations of one rule and element type, and of one rule (rules/<rule>.cu).
-#define LINATTN_PY_CUDA_RULE_TYPE(R, E)                                                                       \
-  template void cuda_forward<R, E>(bool, const R::inputs<E>&, tensor_view<E, 4>, const options<float>&,       \
-                                   std::uintptr_t);                                                            \
-  template void cuda_backward<R, E>(const R::inputs<E>&, tensor_view<const E, 4>, const gradients_t<R, E>&,    \
+/// The explicit instantiations of one rule and element type, and of one rule (rules/<rule>.cu):
+/// forward and backward, or (the per-key decays, which have no CUDA backward) the forward only.
+#define LINATTN_PY_CUDA_FORWARD_TYPE(R, E)                                                               \
+  template void cuda_forward<R, E>(bool, const R::inputs<E>&, tensor_view<E, 4>, const options<float>&,  \
+                                   std::uintptr_t);
+#define LINATTN_PY_CUDA_RULE_TYPE(R, E)                                                                    \
+  LINATTN_PY_CUDA_FORWARD_TYPE(R, E)                                                                       \
+  template void cuda_backward<R, E>(const R::inputs<E>&, tensor_view<const E, 4>, const gradients_t<R, E>&, \
                                     const backward_options<float>&, std::uintptr_t);
-#define LINATTN_PY_CUDA_RULE(R)            \
-  LINATTN_PY_CUDA_RULE_TYPE(R, float)      \
-  LINATTN_PY_CUDA_RULE_TYPE(R, __nv_bfloat16) \
-  LINATTN_PY_CUDA_RULE_TYPE(R, __half)
+#define LINATTN_PY_CUDA_EACH_TYPE(M, R) M(R, float) M(R, __nv_bfloat16) M(R, __half)
+#define LINATTN_PY_CUDA_RULE(R) LINATTN_PY_CUDA_EACH_TYPE(LINATTN_PY_CUDA_RULE_TYPE, R)
+#define LINATTN_PY_CUDA_FORWARD_RULE(R) LINATTN_PY_CUDA_EACH_TYPE(LINATTN_PY_CUDA_FORWARD_TYPE, R)
 
 }  // namespace linattn::python

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// linattn._cuda: `forward_<rule>` and `backward_<rule>` for the rules linattn::cuda implements, on device
+/// linattn._cuda: `forward_<rule>` and `backward_<rule>` for the rules linattn::cuda implements
+/// (`forward_<rule>` only for the per-key decays, VectorDecay and KDA), on device
 /// arrays: q, k, v (and out, grad_out, dq, dk, dv) float32, bfloat16 or float16; g, beta and
 /// their gradients in that dtype or float32 (fla's mixed precision, read in place); states
 /// float32. Calls are queued on the caller's stream (torch's current stream, passed as an
@@ -71,12 +72,20 @@ void backward_cuda(const array& q, const array& k, const array& v, const arrays&
   });
 }
 
+/// `forward_<name>`, for every rule the CUDA backend runs.
 template <class Rule>
-void bind(nb::module_& m, const std::string& name) {
+void bind_forward(nb::module_& m, const std::string& name) {
   using namespace nb::literals;
   m.def(("forward_" + name).c_str(), &forward_cuda<Rule>, "form"_a, "q"_a, "k"_a, "v"_a, "extras"_a, "out"_a,
         "initial_state"_a.none(), "final_state"_a.none(), "cu_seqlens"_a.none(), "scale"_a, "normalize_qk"_a, "number"_a,
         "tf32"_a, "stream"_a);
+}
+
+/// `forward_<name>` and `backward_<name>`, for the rules with a CUDA chunkwise backward.
+template <class Rule>
+void bind(nb::module_& m, const std::string& name) {
+  using namespace nb::literals;
+  bind_forward<Rule>(m, name);
   m.def(("backward_" + name).c_str(), &backward_cuda<Rule>, "q"_a, "k"_a, "v"_a, "extras"_a, "grad_out"_a,
         "grad_final_state"_a.none(), "initial_state"_a.none(), "grad_initial_state"_a.none(), "dq"_a, "dk"_a, "dv"_a,
         "dextras"_a, "cu_seqlens"_a.none(), "scale"_a, "normalize_qk"_a, "number"_a,
@@ -125,4 +134,6 @@ NB_MODULE(_cuda, m) {
   python::bind<Delta>(m, "delta");
   python::bind<GatedDelta>(m, "gated_delta");
   python::bind<Longhorn>(m, "longhorn");
+  python::bind_forward<VectorDecay>(m, "vector_decay");  // per-key decays: no CUDA backward yet
+  python::bind_forward<KDA>(m, "kda");
 }

@@ -6,6 +6,7 @@ are where host overhead shows. linattn runs its 16-bit CUDA kernels on the bf16 
 are, g and beta read in fp32 (docs/python.md#cuda-tensors). The last row repeats the training
 shape with use_qk_l2norm_in_kernel=True (q and k normalised inside each library's call). Then
 float32 inputs, where fla takes TF32 products and linattn exact or TF32 ones (`bench.py float32`:
+that section alone). Then the per-key decays' forward, chunk_kda and chunk_gla (`bench.py per_key`:
 that section alone)."""
 
 import sys
@@ -24,8 +25,10 @@ try:
     # results", its issue #640). For timing only the guard is switched off: fla's gradients
     # here are not to be trusted, and none are compared.
     fla_chunk_o.IS_NVIDIA_HOPPER = False
+    import fla.ops.gla as fla_gla
+    import fla.ops.kda as fla_kda
 except ImportError:  # fla missing: linattn's numbers only
-    fla_gdn = None
+    fla_gdn = fla_gla = fla_kda = None
 
 # name, form, B, T, H, K, V, backward too, use_qk_l2norm_in_kernel
 SHAPES = [
@@ -82,6 +85,8 @@ def main():
     libs = [("linattn", la)] + ([("fla", fla_gdn)] if fla_gdn else [])
     if sys.argv[1:] == ["float32"]:  # only the float32 section
         return float32_inputs(libs)
+    if sys.argv[1:] == ["per_key"]:  # only the per-key section
+        return per_key(libs)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; times in microseconds per call")
     print(f"{'shape':20} {'lib':8} {'fwd host':>10} {'fwd gpu':>10} {'f+b host':>10} {'f+b gpu':>10}")
     for name, form, B, T, H, K, V, backward, l2norm in SHAPES:
@@ -100,6 +105,7 @@ def main():
             print(f"{name:20} {lib_name:8} {fh:10.1f} {fg:10.1f} {bh:10.1f} {bg:10.1f}", flush=True)
 
     float32_inputs(libs)
+    per_key(libs)
 
 
 # float32 q, k, v, g, beta: fla's kernels take TF32 products; linattn's exact (the default) and
@@ -124,6 +130,29 @@ def float32_inputs(libs):
         for label, us in times.items():
             ratio = f"{us / ref:6.2f}" if ref else ""
             print(f"{name:20} {label:14} {us:10.1f} {ratio}", flush=True)
+
+
+# the per-key decays' chunk forward: bf16 q, k, v, fp32 per-key log gates g [B, T, H, K] (and beta)
+PER_KEY_SHAPES = [("prefill B1 T512", 1, 512, 16), ("prefill B1 T8192", 1, 8192, 16), ("B4 T4096 H16", 4, 4096, 16)]
+
+
+def per_key(libs):
+    print("\nper-key decays, chunk forward, bf16 q, k, v, fp32 g, K = V = 128: microseconds per call (gpu / fla)")
+    print(f"{'shape':20} {'call':10} {'lib':8} {'host':>8} {'gpu':>9} {'/ fla':>6}")
+    for name, B, T, H in PER_KEY_SHAPES:
+        (q, k, v, _, beta), h0 = inputs(B, T, H, 128, 128, False)
+        g = F.logsigmoid(torch.randn(B, T, H, 128, device="cuda") + 3.0)
+        for call_name in ("chunk_kda", "chunk_gla"):
+            times = {}
+            for lib_name, lib in libs:
+                mod = lib if lib is la else (fla_kda if call_name == "chunk_kda" else fla_gla)
+                f = getattr(mod, call_name)
+                fn = (lambda: f(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True)) \
+                    if call_name == "chunk_kda" else (lambda: f(q, k, v, g=g, initial_state=h0, output_final_state=True))
+                times[lib_name] = measure(fn, 20)
+            for lib_name, (host, gpu) in times.items():
+                ratio = f"{gpu / times['fla'][1]:6.2f}" if "fla" in times else ""
+                print(f"{name:20} {call_name:10} {lib_name:8} {host:8.1f} {gpu:9.1f} {ratio}", flush=True)
 
 
 if __name__ == "__main__":
