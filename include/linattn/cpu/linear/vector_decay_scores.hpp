@@ -7,8 +7,12 @@
 ///   P[r, c] = sum_d Src_rd K_cd exp(b_rd - b_cd)   for c <= r,   0 for c > r,
 ///
 /// with every exponent <= 0: rows and keys meet at a pivot row e between them (c <= e < r),
-/// exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), per 64-row tile and per 16-row sub-block;
-/// only the diagonal 16 x 16 blocks take elementwise exps. Also the per-key gate cumsum itself
+/// exp(b_r - b_c) = exp(b_r - b_e) exp(b_e - b_c), per 64-row tile and per 16-row sub-block.
+/// A diagonal 16 x 16 block is a product too, through its own last row e (rows times
+/// exp(b_r - b_e) >= 1, keys times exp(b_e - b_c) <= 1), where its decay span b_first - b_e is
+/// at most `bounded_span` in every key dimension (so neither factor leaves fp32's range); a
+/// block with a longer span (strong gates, resets) takes its exps entry by entry, each
+/// exponent <= 0. Also the per-key gate cumsum itself
 /// (summed in double, rounded once per entry). Used by the additive span (vector decay: one
 /// source, one key set) and the diagonal-plus-low-rank span (one instance per key set; `joint`
 /// scores q and a against k and b in one pass, one exp row per diagonal-block pair).
@@ -22,6 +26,8 @@
 
 #include "../../core/config.hpp"
 #include "../linalg/eigen_types.hpp"
+#include "../linalg/gemm.hpp"
+#include "../linalg/transpose.hpp"
 #include "rule_coefficients.hpp"
 #include "safe_coefficients.hpp"
 
@@ -59,20 +65,22 @@ class vector_decay_scores {
  public:
   static constexpr index_t tile = 64;  // outer pivot block
   static constexpr index_t sub = 16;   // inner pivot block
+  static constexpr double bounded_span = 40.0;  // exp(40) ~ 2e17: a diagonal block's factors stay far inside fp32
+  static constexpr std::size_t max_sources = 2;  // sources of one `joint` pass
 
   vector_decay_scores(index_t capacity, index_t K)
-      : Kt_(capacity, K), Ks_(capacity, K), Kf_(capacity, K), Ss_(std::min(tile, capacity), K), f_(K), e_(K),
-        t_(max_sources, K) {}
+      : Kt_(K, capacity), Ks_(K, capacity), Kf_(K, capacity), Kr_(capacity, K), Ss_(std::min(tile, capacity), K),
+        Sd_(index_t(max_sources) * sub, K), f_(K), e_(K), t_(max_sources, K) {}
 
   /// Takes keys rows [0, n) of K under the cumsum b (both kept by reference until the next call):
-  /// the keys pre-decayed to the last row of their 64-block and 16-block.
+  /// the keys pre-decayed to the last row of their 64-block and 16-block, stored transposed
+  /// (the right operand of the library's gemm).
   void set_keys(const mat<A>& K, const mat<Cum>& b, index_t n) {
-    K_ = &K, b_ = &b;
-    for (index_t i = 0; i < n; ++i) {
-      const index_t pt = std::min(i / tile * tile + tile - 1, n - 1);
-      const index_t ps = std::min(i / sub * sub + sub - 1, n - 1);
-      Kt_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(pt) - b.row(i)));
-      Ks_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(ps) - b.row(i)));
+    K_ = &K, b_ = &b, b_rows_ = n;
+    for (const index_t bs : {tile, sub}) {  // rows first (exps vectorised along them), then transposed
+      for (index_t i = 0; i < n; ++i)
+        Kr_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(std::min(i / bs * bs + bs - 1, n - 1)) - b.row(i)));
+      transpose_into((bs == tile ? Kt_ : Ks_).leftCols(n), Kr_.topRows(n));
     }
   }
 
@@ -86,7 +94,6 @@ class vector_decay_scores {
   /// The scores of S sources against J key sets (this one among them; all under the same
   /// cumsum) in one pass: dst(s, j) gives the block P of source s against key set j, as for
   /// operator(). The diagonal blocks' exps exp(b_i - b_c) are taken once for all S J pairs.
-  static constexpr std::size_t max_sources = 2;
   template <std::size_t S, std::size_t J, class DstOf>
   void joint(const std::array<const mat<A>*, S>& src, const std::array<vector_decay_scores*, J>& keys, DstOf&& dst,
              index_t r0, index_t r1) {
@@ -99,19 +106,19 @@ class vector_decay_scores {
         for (index_t a0 = r0 + sub; a0 < r1; a0 += sub)
           keys[j]->pivot_block(*src[s], P, a0, std::min(a0 + sub, r1), r0, r0, keys[j]->Ks_, sub);
       }
-    if constexpr (S == 1 && J == 1) {  // one pair: one fused expression per entry
-      auto P = dst(0, 0);
-      const mat<A>& K = *keys[0]->K_;
-      for (index_t a0 = r0; a0 < r1; a0 += sub)
-        for (index_t i = a0; i < std::min(a0 + sub, r1); ++i) {  // diagonal block: exponents <= 0
+    for (index_t a0 = r0; a0 < r1; a0 += sub) {
+      const index_t a1 = std::min(a0 + sub, r1);
+      if (diagonal_product(src, keys, dst, a0, a1, r0, r1)) continue;
+      if constexpr (S == 1 && J == 1) {  // one pair: one fused expression per entry
+        auto P = dst(0, 0);
+        const mat<A>& K = *keys[0]->K_;
+        for (index_t i = a0; i < a1; ++i) {  // diagonal block: exponents <= 0
           for (index_t c = a0; c <= i; ++c)
             P(i - r0, c) = src[0]->row(i).cwiseProduct(K.row(c)).cwiseProduct(decay_exp<A>(b.row(i) - b.row(c))).sum();
           P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
         }
-      return;
-    }
-    for (index_t a0 = r0; a0 < r1; a0 += sub) {
-      const index_t a1 = std::min(a0 + sub, r1);
+        continue;
+      }
       for (index_t i = a0; i < a1; ++i) {  // diagonal block: elementwise, exponents <= 0
         for (index_t c = a0; c <= i; ++c) {
           e_ = decay_exp<A>(b.row(i) - b.row(c));
@@ -136,9 +143,34 @@ class vector_decay_scores {
   }
 
  private:
+  /// The diagonal block [a0, a1) of every (source, key set) pair as a product through its last
+  /// row e = a1 - 1, with the upper triangle and the rest of each row up to r1 zeroed; false
+  /// (nothing written) where the block's span exceeds bounded_span in some key dimension (or
+  /// is not finite), or e is not the keys' 16-block pivot (Ks_).
+  template <std::size_t S, std::size_t J, class DstOf>
+  bool diagonal_product(const std::array<const mat<A>*, S>& src, const std::array<vector_decay_scores*, J>& keys,
+                        DstOf& dst, index_t a0, index_t a1, index_t r0, index_t r1) {
+    const mat<Cum>& b = *b_;
+    const index_t e = a1 - 1, m = a1 - a0;
+    for (const vector_decay_scores* k : keys)
+      if (e != std::min(a0 / sub * sub + sub - 1, k->b_rows_ - 1)) return false;
+    const auto span = (b.row(a0) - b.row(e)).template cast<double>().array();
+    if (!(span <= bounded_span).all()) return false;  // NaN compares false
+    for (std::size_t s = 0; s < S; ++s)
+      for (index_t i = 0; i < m; ++i)
+        Sd_.row(index_t(s) * sub + i) = src[s]->row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
+    for (std::size_t s = 0; s < S; ++s)
+      for (std::size_t j = 0; j < J; ++j) {
+        auto P = dst(s, j);
+        gemm(P.block(a0 - r0, a0, m, m), rows_of(Sd_.middleRows(index_t(s) * sub, m)), keys[j]->Ks_.middleCols(a0, m));
+        for (index_t i = a0; i < a1; ++i) P.row(i - r0).segment(i + 1, r1 - i - 1).setZero();
+      }
+    return true;
+  }
+
   /// Rows [a0, a1) of Src against keys [c0, a0) through the pivot e = a0 - 1, into rows
   /// [a0 - r0, a1 - r0) of P: Src rows decayed to e, keys (pre-decayed to their block's last row
-  /// in Kpre, block size bs) decayed on to e.
+  /// in Kpre [K, cap], block size bs) decayed on to e.
   template <class Dst>
   void pivot_block(const mat<A>& Src, Dst& P, index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre,
                    index_t bs) {
@@ -148,16 +180,19 @@ class vector_decay_scores {
     for (index_t j = c0; j < a0; j += bs) {
       const index_t p = j + bs - 1;  // blocks before a0 are full
       f_ = decay_exp<A>(b.row(e) - b.row(p));
-      Kf_.middleRows(j, bs).noalias() = Kpre.middleRows(j, bs) * f_.asDiagonal();
+      Kf_.middleCols(j, bs).noalias() = f_.asDiagonal() * Kpre.middleCols(j, bs);
     }
-    P.block(a0 - r0, c0, ma, a0 - c0).noalias() = Ss_.topRows(ma) * Kf_.middleRows(c0, a0 - c0).transpose();
+    gemm(P.block(a0 - r0, c0, ma, a0 - c0), rows_of(Ss_.topRows(ma)), Kf_.middleCols(c0, a0 - c0));
   }
 
   const mat<A>* K_ = nullptr;  // [cap, K]  the keys
   const mat<Cum>* b_ = nullptr;  // [cap, K]  their inclusive log-gate cumsum
-  mat<A> Kt_, Ks_;  // [cap, K]  keys decayed to their 64/16-block pivot
-  mat<A> Kf_;       // [cap, K]  keys decayed on to the current pivot
+  index_t b_rows_ = 0;           // the keys' count n
+  mat<A> Kt_, Ks_;  // [K, cap]  keys decayed to their 64/16-block pivot, transposed
+  mat<A> Kf_;       // [K, cap]  keys decayed on to the current pivot, transposed
+  mat<A> Kr_;       // [cap, K]  set_keys' rows before they are transposed
   mat<A> Ss_;       // [tile, K] source rows decayed to the current pivot
+  mat<A> Sd_;       // [max_sources * sub, K] source rows decayed to their diagonal block's last row
   row_vec<A> f_;    // [K]       per-dimension pivot factor
   row_vec<A> e_;    // [K]       exp(b_i - b_c) of one diagonal-block pair
   mat<A> t_;        // [max_sources, K] source rows times e_
