@@ -58,3 +58,39 @@ def test_backward_is_refused_and_bad_shapes_are_named():
         o.sum().backward()
     with pytest.raises(ValueError, match="'g'"):
         la.chunk_kda(q.detach(), k.detach(), v.detach(), g.detach()[..., 0], beta.detach())
+
+
+def test_safe_gate_and_a_log_shapes():
+    """lower_bound (fla's safe gate): g = lower_bound * sigmoid(exp(A_log) (g + dt_bias)), or
+    without A_log lower_bound * sigmoid(g + dt_bias); A_log taken in any shape of HV elements
+    (fla's tests pass [1, 1, HV, 1]); a wrong count names the argument."""
+    q, k, v, raw, b = make_inputs(T=20, HV=4, K=8, V=6, dtype=torch.float64, gate="key")
+    A_log, dt_bias = torch.rand(4, dtype=torch.float64), torch.randn(4 * 8, dtype=torch.float64)
+    x = raw + dt_bias.view(4, 8)
+    for a_log, g in ((A_log, -5.0 * torch.sigmoid(torch.exp(A_log).view(4, 1) * x)), (None, -5.0 * torch.sigmoid(x))):
+        o, _ = la.chunk_kda(q, k, v, raw, b, use_gate_in_kernel=True, A_log=a_log, dt_bias=dt_bias, lower_bound=-5.0)
+        close(o, reference("kda", q, k, v, g, b)[0], 1e-10)
+    o, _ = la.fused_recurrent_kda(q, k, v, raw, b, use_gate_in_kernel=True, A_log=A_log.view(1, 1, 4, 1),
+                                  dt_bias=dt_bias)
+    g = -torch.exp(A_log).view(4, 1) * F.softplus(x)
+    close(o, reference("kda", q, k, v, g, b)[0], 1e-10)
+    with pytest.raises(ValueError, match="'A_log'"):
+        la.chunk_kda(q, k, v, raw, b, use_gate_in_kernel=True, A_log=A_log[:3], dt_bias=dt_bias)
+    with pytest.raises(ValueError, match="'dt_bias'"):
+        la.chunk_kda(q, k, v, raw, b, use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias[:5])
+
+
+@pytest.mark.parametrize("call", [la.chunk_kda, la.fused_recurrent_kda, la.chunk_gated_delta_rule])
+def test_transpose_state_layout_is_the_deprecated_name(call):
+    """transpose_state_layout=True works as state_v_first=True with a DeprecationWarning; both
+    names at once raise ValueError (as fla does)."""
+    gate = "key" if call is not la.chunk_gated_delta_rule else "scalar"
+    q, k, v, g, b = make_inputs(T=10, HV=4, K=8, V=6, dtype=torch.float64, gate=gate)
+    h0 = make_state(2, 4, 6, 8, dtype=torch.float64)  # [N, HV, V, K]
+    want_o, want_s = call(q, k, v, g, b, initial_state=h0, output_final_state=True, state_v_first=True)
+    with pytest.warns(DeprecationWarning, match="state_v_first"):
+        o, s = call(q, k, v, g, b, initial_state=h0, output_final_state=True, transpose_state_layout=True)
+    close(o, want_o, 1e-12)
+    close(s, want_s, 1e-12)
+    with pytest.raises(ValueError, match="'state_v_first'"):
+        call(q, k, v, g, b, state_v_first=True, transpose_state_layout=True)

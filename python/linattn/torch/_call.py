@@ -14,6 +14,8 @@
   library checks the rest (shapes, heads, offsets) and its messages name the argument too.
 """
 
+import warnings
+
 import torch
 
 from . import _backend
@@ -49,6 +51,19 @@ def check_seqlens(cu_seqlens, q, initial_state):
     if initial_state is not None and initial_state.shape[0] != cu_seqlens.shape[0] - 1:
         raise ValueError(f"linattn: argument 'initial_state' holds {initial_state.shape[0]} states, "
                          f"'cu_seqlens' describes {cu_seqlens.shape[0] - 1} sequences")
+
+
+def state_v_first_of(state_v_first, kwargs):
+    """fla's state layout flag. Its former name `transpose_state_layout` still works, with fla's
+    DeprecationWarning; both names at once raise ValueError, as in fla."""
+    if "transpose_state_layout" not in kwargs:
+        return bool(state_v_first)
+    if state_v_first:
+        raise ValueError("linattn: arguments 'state_v_first' and 'transpose_state_layout' (its deprecated name) "
+                         "were both given; pass 'state_v_first' only")
+    warnings.warn("linattn: argument 'transpose_state_layout' is deprecated and renamed to 'state_v_first' (as in fla)",
+                  DeprecationWarning, stacklevel=3)
+    return bool(kwargs["transpose_state_layout"])
 
 
 def known(kwargs, names=()):

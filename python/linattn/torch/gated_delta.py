@@ -10,7 +10,7 @@ packed sequences with cu_seqlens and B = 1). Returns (o [B, T, HV, V], final_sta
 import torch
 import torch.nn.functional as F
 
-from ._call import check_tensor, known as _known, run
+from ._call import check_tensor, known as _known, run, state_v_first_of
 
 
 def _gate(g, use_gate_in_kernel, A_log, dt_bias):
@@ -35,10 +35,6 @@ def _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
     return 2 * b if allow_neg_eigval else b
 
 
-def _state_v_first(state_v_first, kwargs):
-    return bool(kwargs.get("transpose_state_layout", state_v_first))
-
-
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                            allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
@@ -57,7 +53,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     return run("gated_delta", "chunk", q, k, v, [g, beta], scale=scale, initial_state=initial_state,
                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, head_first=kwargs.get("head_first", False),
-               state_v_first=_state_v_first(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64))
+               state_v_first=state_v_first_of(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64))
 
 
 def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=None, scale=None, initial_state=None,
@@ -79,7 +75,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     beta = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     common = dict(scale=scale, initial_state=initial_state, output_final_state=output_final_state,
                   cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-                  head_first=kwargs.get("head_first", False), state_v_first=_state_v_first(state_v_first, kwargs))
+                  head_first=kwargs.get("head_first", False), state_v_first=state_v_first_of(state_v_first, kwargs))
     if g is None:
         if use_gate_in_kernel:
             raise ValueError("linattn: argument 'g' is missing (use_gate_in_kernel=True needs the raw gate)")

@@ -9,7 +9,7 @@ states [N, HV, K, V]. Returns (o, final_state or None).
 
 import torch
 
-from ._call import check_seqlens, check_tensor, known, run
+from ._call import check_seqlens, check_tensor, known, run, state_v_first_of
 
 
 def chunk_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=None, output_final_state=False,
@@ -19,7 +19,7 @@ def chunk_simple_gla(q, k, v, g=None, g_gamma=None, scale=None, initial_state=No
     known(kwargs)
     common = dict(scale=scale, initial_state=initial_state, output_final_state=output_final_state,
                   cu_seqlens=cu_seqlens, head_first=kwargs.get("head_first", False),
-                  state_v_first=bool(kwargs.get("transpose_state_layout", state_v_first)),
+                  state_v_first=state_v_first_of(state_v_first, kwargs),
                   chunk_size=kwargs.get("chunk_size") or 64)
     if g is None and g_gamma is None:
         return run("hebbian", "chunk", q, k, v, [], **common)
@@ -44,7 +44,7 @@ def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=Fal
     return run("vector_decay", "chunk", q, k, v, [g], scale=scale, initial_state=initial_state,
                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                head_first=kwargs.get("head_first", False),
-               state_v_first=bool(kwargs.get("transpose_state_layout", state_v_first)),
+               state_v_first=state_v_first_of(state_v_first, kwargs),
                chunk_size=kwargs.get("chunk_size", 64))
 
 

@@ -11,24 +11,41 @@ per-key kernels, other sizes the CPU kernels on host copies.
 import torch
 import torch.nn.functional as F
 
-from ._call import check_tensor, known as _known, run
-from .gated_delta import _beta, _state_v_first
+from ._call import check_tensor, known as _known, run, state_v_first_of
+from .gated_delta import _beta
+
+
+def _per_head(name, x, heads, dtype):
+    """A per-value-head parameter as fla takes it (HV elements in any shape, e.g. [HV] or
+    [1, 1, HV, 1]), as an [HV, 1] column."""
+    check_tensor(name, x)
+    if x.numel() != heads:
+        raise ValueError(f"linattn: argument '{name}' has {x.numel()} elements (shape {tuple(x.shape)}), "
+                         f"expected {heads} (one per value head)")
+    return x.to(dtype).reshape(heads, 1)
 
 
 def _kda_gate(g, use_gate_in_kernel, A_log, dt_bias, lower_bound):
-    """fla's in-kernel KDA gate from the raw g [B, T, HV, K]: -exp(A_log) * softplus(g + dt_bias),
-    or lower_bound * sigmoid(g + dt_bias) when lower_bound is given without A_log."""
+    """fla's in-kernel KDA gate from the raw g [B, T, HV, K], with x = g + dt_bias: -exp(A_log) *
+    softplus(x); with lower_bound (fla's safe gate) lower_bound * sigmoid(exp(A_log) * x), or
+    lower_bound * sigmoid(x) without A_log."""
     if not use_gate_in_kernel:
         return g
     x = g.float() if g.dtype != torch.float64 else g
+    HV, K = x.shape[-2], x.shape[-1]
     if dt_bias is not None:
-        x = x + dt_bias.to(x.dtype).view(x.shape[-2], x.shape[-1])
-    if lower_bound is not None and A_log is None:
+        check_tensor("dt_bias", dt_bias)
+        if dt_bias.numel() != HV * K:
+            raise ValueError(f"linattn: argument 'dt_bias' has {dt_bias.numel()} elements (shape "
+                             f"{tuple(dt_bias.shape)}), expected HV * K = {HV * K}")
+        x = x + dt_bias.to(x.dtype).reshape(HV, K)
+    if lower_bound is not None:
+        if A_log is not None:
+            x = torch.exp(_per_head("A_log", A_log, HV, x.dtype)) * x
         return lower_bound * torch.sigmoid(x)
     if A_log is None:
         raise ValueError("linattn: argument 'A_log' is missing (use_gate_in_kernel=True needs it)")
-    check_tensor("A_log", A_log, 1)
-    return -torch.exp(A_log.to(x.dtype)).view(-1, 1) * F.softplus(x)
+    return -torch.exp(_per_head("A_log", A_log, HV, x.dtype)) * F.softplus(x)
 
 
 def _kda(form, q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
@@ -46,7 +63,7 @@ def _kda(form, q, k, v, g, beta, scale, initial_state, output_final_state, use_q
     return run("kda", form, q, k, v, [g, beta], scale=scale, initial_state=initial_state,
                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, head_first=kwargs.get("head_first", False),
-               state_v_first=_state_v_first(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64))
+               state_v_first=state_v_first_of(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64))
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,

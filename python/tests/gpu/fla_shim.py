@@ -20,6 +20,7 @@ _FUNCTIONS = {
     "simple_gla": ("chunk_simple_gla",),
     "gla": ("chunk_gla",),
     "linear_attn": ("chunk_linear_attn",),
+    "kda": ("chunk_kda", "fused_recurrent_kda"),
 }
 
 replaced = []
