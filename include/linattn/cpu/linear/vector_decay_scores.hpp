@@ -93,7 +93,8 @@ class vector_decay_scores {
 
   /// The scores of S sources against J key sets (this one among them; all under the same
   /// cumsum) in one pass: dst(s, j) gives the block P of source s against key set j, as for
-  /// operator(). The diagonal blocks' exps exp(b_i - b_c) are taken once for all S J pairs.
+  /// operator(). A diagonal block is one product per pair where its span is bounded; otherwise
+  /// its entrywise exps exp(b_i - b_c) are taken once for all S J pairs.
   template <std::size_t S, std::size_t J, class DstOf>
   void joint(const std::array<const mat<A>*, S>& src, const std::array<vector_decay_scores*, J>& keys, DstOf&& dst,
              index_t r0, index_t r1) {
