@@ -21,7 +21,7 @@ def test_matches_reference(form, call, dtype, tol, strong):
     q, k, v, g, beta = make_inputs(T=37, HV=4, K=16, V=12, dtype=dtype, gate="key", strong=strong)
     g[..., ::3] = 0.0  # some key dimensions never forget
     h0 = make_state(2, 4, 16, 12, dtype=dtype)
-    o, s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True, chunk_size=16)
+    o, s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True, chunk_size=32)
     ro, rs = reference("kda", q, k, v, g, beta, h0=h0)
     close(o, ro, tol)
     close(s, rs, tol)
@@ -58,6 +58,8 @@ def test_backward_is_refused_and_bad_shapes_are_named():
         o.sum().backward()
     with pytest.raises(ValueError, match="'g'"):
         la.chunk_kda(q.detach(), k.detach(), v.detach(), g.detach()[..., 0], beta.detach())
+    with pytest.raises(ValueError, match="'chunk_size'.*32 or 64"):  # as fla's chunk_kda
+        la.chunk_kda(q.detach(), k.detach(), v.detach(), g.detach(), beta.detach(), chunk_size=16)
 
 
 def test_safe_gate_and_a_log_shapes():

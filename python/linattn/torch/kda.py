@@ -69,7 +69,11 @@ def _kda(form, q, k, v, g, beta, scale, initial_state, output_final_state, use_q
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
               allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, **kwargs):
-    """KDA, chunkwise (the WY form with per-key decays). Returns (o, final_state or None)."""
+    """KDA, chunkwise (the WY form with per-key decays). Returns (o, final_state or None).
+    chunk_size is 32 or 64, as in fla."""
+    chunk_size = kwargs.get("chunk_size", 64)
+    if chunk_size not in (32, 64):
+        raise ValueError(f"linattn: argument 'chunk_size' is {chunk_size!r}: `chunk_size` must be either 32 or 64")
     return _kda("chunk", q, k, v, g, beta, scale, initial_state, output_final_state, use_qk_l2norm_in_kernel,
                 use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, state_v_first, cu_seqlens, kwargs)
 
