@@ -332,7 +332,7 @@ row speculative(int B, int H, int D, int reps, double bw, bool commit) {
 int main(int argc, char** argv) {
   std::string json;
   int reps = 30, only = -1, decode_only = 0;
-  bool profile_backward = false, profile_per_key = false;
+  bool profile_backward = false, profile_per_key = false, recurrent_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json = argv[++i];
@@ -341,6 +341,7 @@ int main(int argc, char** argv) {
     else if (a == "--backward") profile_backward = true;                     // ... its backward instead
     else if (a == "--per-key") profile_per_key = true;                       // ... KDA's and VectorDecay's forward instead
     else if (a == "--decode" && i + 1 < argc) decode_only = std::atoi(argv[++i]);  // the decode rows of one B
+    else if (a == "--recurrent") recurrent_only = true;                      // the recurrent row alone
   }
   cudaDeviceProp prop{};
   ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -351,6 +352,11 @@ int main(int argc, char** argv) {
   if (decode_only > 0) {  // for profilers: the decode rows of B = decode_only
     for (const row& r : {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw)})
       std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
+    return 0;
+  }
+  if (recurrent_only) {  // the token kernel over a long sequence
+    const row r = forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw);
+    std::printf("%s B%d T%d H%d: %.4f ms\n", r.name.c_str(), r.B, r.T, r.H, r.ms);
     return 0;
   }
   if (only >= 0) {
