@@ -45,7 +45,7 @@ class dplr_worker {
 
   dplr_worker(index_t capacity, index_t K, index_t V)
       : Q_(capacity, K), K_(capacity, K), Bw_(capacity, K), Ad_(capacity, K), An_(capacity, K), Qd_(capacity, K),
-        Kf_(capacity, K), Bf_(capacity, K), c_(capacity, K), f_(K), V_(capacity, V), Y_(capacity, V),
+        Kf_(capacity, K), Bf_(capacity, K), c_(capacity, K), f_(K), e_(K), V_(capacity, V), Y_(capacity, V),
         R_(capacity, V), M_(capacity, capacity), Pk_(std::min(tile, capacity), capacity),
         Pb_(std::min(tile, capacity), capacity), Lk_(std::min(tile, capacity), capacity),
         Lb_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V), sk_(capacity, K), sb_(capacity, K) {}
@@ -59,18 +59,19 @@ class dplr_worker {
     load_rows(in.a, b, t0, hv, n, Ad_, A(1));
     if (n == 0) return;
     vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, c_, gate_scratch_);
-    sk_.set_keys(K_, c_, n);
-    sb_.set_keys(Bw_, c_, n);
+    vector_decay_scores<A, Cum>::template set_keys<2>({&sk_, &sb_}, {&K_, &Bw_}, c_, n);
     const index_t m = n - 1;  // reads of tokens 1..n-1 depend on the span's earlier tokens
 
     // a_{t+1} in row t (it reads the state of token t, under c_t); then Â = a ⊙ exp(c_{t-1}).
     An_.topRows(m) = Ad_.middleRows(1, m);
     An_.row(m).setZero();  // no token after the span
-    Ad_.middleRows(1, m) = Ad_.middleRows(1, m).cwiseProduct(decay_exp<A>(c_.topRows(m)));
-    Qd_.topRows(n) = Q_.topRows(n).cwiseProduct(decay_exp<A>(c_.topRows(n)));
-    for (index_t r = 0; r < n; ++r) {  // row by row: vectorised exps (decay_exp)
-      Kf_.row(r) = K_.row(r).cwiseProduct(decay_exp<A>(c_.row(n - 1) - c_.row(r)));
-      Bf_.row(r) = Bw_.row(r).cwiseProduct(decay_exp<A>(c_.row(n - 1) - c_.row(r)));
+    for (index_t r = 0; r < n; ++r) {  // row by row (vectorised exps), each exp row serving two operands
+      e_ = decay_exp<A>(c_.row(r));
+      Qd_.row(r) = Q_.row(r).cwiseProduct(e_);
+      if (r < m) Ad_.row(r + 1) = Ad_.row(r + 1).cwiseProduct(e_);
+      e_ = decay_exp<A>(c_.row(n - 1) - c_.row(r));
+      Kf_.row(r) = K_.row(r).cwiseProduct(e_);
+      Bf_.row(r) = Bw_.row(r).cwiseProduct(e_);
     }
     f_ = decay_exp<A>(c_.row(n - 1));
 
@@ -143,6 +144,7 @@ class dplr_worker {
   mat<Cum> c_;         // [cap, K]  span-local inclusive log-gate cumsum
   std::vector<double> gate_scratch_;  // [2K]  vector_gate_cumsum's sums and gates
   row_vec<A> f_;       // [K]       exp(c_n): the span's decay
+  row_vec<A> e_;       // [K]       one row's decay exps
   mat<A> V_, Y_, R_;   // [cap, V]  v; L_k V; the reads r
   mat<A> M_;           // [cap, cap] strictly lower part: -L_b
   mat<A> Pk_, Pb_;     // [tile, cap] scores of q against k and b; Pk_ also L_k's tiles (long spans)

@@ -73,14 +73,23 @@ class vector_decay_scores {
         Sd_(index_t(max_sources) * sub, K), f_(K), e_(K), t_(max_sources, K) {}
 
   /// Takes keys rows [0, n) of K under the cumsum b (both kept by reference until the next call):
-  /// the keys pre-decayed to the last row of their 64-block and 16-block, stored transposed
-  /// (the right operand of the library's gemm).
-  void set_keys(const mat<A>& K, const mat<Cum>& b, index_t n) {
-    K_ = &K, b_ = &b, b_rows_ = n;
+  /// the keys pre-decayed to the last row of their 16-block and (n > tile: only rows past the
+  /// first tile read them) their 64-block, stored transposed (the right operand of the library's gemm).
+  void set_keys(const mat<A>& K, const mat<Cum>& b, index_t n) { set_keys<1>({this}, {&K}, b, n); }
+
+  /// set_keys for J key sets under the same cumsum: each row's decay exps are taken once for all.
+  template <std::size_t J>
+  static void set_keys(const std::array<vector_decay_scores*, J>& sets, const std::array<const mat<A>*, J>& keys,
+                       const mat<Cum>& b, index_t n) {
+    for (std::size_t j = 0; j < J; ++j) sets[j]->K_ = keys[j], sets[j]->b_ = &b, sets[j]->b_rows_ = n;
+    row_vec<A>& e = sets[0]->e_;
     for (const index_t bs : {tile, sub}) {  // rows first (exps vectorised along them), then transposed
-      for (index_t i = 0; i < n; ++i)
-        Kr_.row(i) = K.row(i).cwiseProduct(decay_exp<A>(b.row(std::min(i / bs * bs + bs - 1, n - 1)) - b.row(i)));
-      transpose_into((bs == tile ? Kt_ : Ks_).leftCols(n), Kr_.topRows(n));
+      if (bs == tile && n <= tile) continue;
+      for (index_t i = 0; i < n; ++i) {
+        e = decay_exp<A>(b.row(std::min(i / bs * bs + bs - 1, n - 1)) - b.row(i));
+        for (std::size_t j = 0; j < J; ++j) sets[j]->Kr_.row(i) = keys[j]->row(i).cwiseProduct(e);
+      }
+      for (vector_decay_scores* k : sets) transpose_into((bs == tile ? k->Kt_ : k->Ks_).leftCols(n), k->Kr_.topRows(n));
     }
   }
 
@@ -100,13 +109,23 @@ class vector_decay_scores {
              index_t r0, index_t r1) {
     static_assert(S <= max_sources, "vector_decay_scores::joint: at most max_sources sources");
     const mat<Cum>& b = *b_;
-    for (std::size_t s = 0; s < S; ++s)
-      for (std::size_t j = 0; j < J; ++j) {
-        auto P = dst(s, j);
-        if (r0 > 0) keys[j]->pivot_block(*src[s], P, r0, r1, 0, r0, keys[j]->Kt_, tile);
-        for (index_t a0 = r0 + sub; a0 < r1; a0 += sub)
-          keys[j]->pivot_block(*src[s], P, a0, std::min(a0 + sub, r1), r0, r0, keys[j]->Ks_, sub);
-      }
+    if (r0 > 0)
+      for (std::size_t s = 0; s < S; ++s)
+        for (std::size_t j = 0; j < J; ++j) {
+          auto P = dst(s, j);
+          keys[j]->pivot_block(*src[s], P, r0, r1, 0, r0, keys[j]->Kt_, tile);
+        }
+    // Rows of each 16-block against the tile's earlier 16-blocks, through the pivot e = a0 - 1:
+    // each source's rows and each key set's keys decayed to e once, then one product per pair.
+    for (index_t a0 = r0 + sub; a0 < r1; a0 += sub) {
+      const index_t e = a0 - 1, ma = std::min(a0 + sub, r1) - a0;
+      for (vector_decay_scores* k : keys) k->keys_to_pivot(e, r0, a0, k->Ks_, sub);
+      for (std::size_t s = 0; s < S; ++s) rows_to_pivot(*src[s], Sd_.middleRows(index_t(s) * sub, ma), a0, e);
+      for (std::size_t s = 0; s < S; ++s)
+        for (std::size_t j = 0; j < J; ++j)
+          gemm(dst(s, j).block(a0 - r0, r0, ma, a0 - r0), rows_of(Sd_.middleRows(index_t(s) * sub, ma)),
+               keys[j]->Kf_.middleCols(r0, a0 - r0));
+    }
     for (index_t a0 = r0; a0 < r1; a0 += sub) {
       const index_t a1 = std::min(a0 + sub, r1);
       if (diagonal_product(src, keys, dst, a0, a1, r0, r1)) continue;
@@ -175,15 +194,29 @@ class vector_decay_scores {
   template <class Dst>
   void pivot_block(const mat<A>& Src, Dst& P, index_t a0, index_t a1, index_t c0, index_t r0, const mat<A>& Kpre,
                    index_t bs) {
-    const mat<Cum>& b = *b_;
     const index_t e = a0 - 1, ma = a1 - a0;
-    for (index_t i = 0; i < ma; ++i) Ss_.row(i) = Src.row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
+    rows_to_pivot(Src, Ss_.topRows(ma), a0, e);
+    keys_to_pivot(e, c0, a0, Kpre, bs);
+    gemm(P.block(a0 - r0, c0, ma, a0 - c0), rows_of(Ss_.topRows(ma)), Kf_.middleCols(c0, a0 - c0));
+  }
+
+  /// out's rows = Src rows [a0, a0 + out.rows()) times exp(b_r - b_e) (e < a0: exponents <= 0).
+  template <class Out>
+  void rows_to_pivot(const mat<A>& Src, Out&& out, index_t a0, index_t e) const {
+    const mat<Cum>& b = *b_;
+    for (index_t i = 0; i < out.rows(); ++i)
+      out.row(i) = Src.row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
+  }
+
+  /// Kf_ columns [c0, a0) = the keys pre-decayed to the last row p of their bs-block (Kpre
+  /// [K, cap]) decayed on to the pivot e >= p: times exp(b_e - b_p) per key dimension.
+  void keys_to_pivot(index_t e, index_t c0, index_t a0, const mat<A>& Kpre, index_t bs) {
+    const mat<Cum>& b = *b_;
     for (index_t j = c0; j < a0; j += bs) {
       const index_t p = j + bs - 1;  // blocks before a0 are full
       f_ = decay_exp<A>(b.row(e) - b.row(p));
       Kf_.middleCols(j, bs).noalias() = f_.asDiagonal() * Kpre.middleCols(j, bs);
     }
-    gemm(P.block(a0 - r0, c0, ma, a0 - c0), rows_of(Ss_.topRows(ma)), Kf_.middleCols(c0, a0 - c0));
   }
 
   const mat<A>* K_ = nullptr;  // [cap, K]  the keys
@@ -193,7 +226,8 @@ class vector_decay_scores {
   mat<A> Kf_;       // [K, cap]  keys decayed on to the current pivot, transposed
   mat<A> Kr_;       // [cap, K]  set_keys' rows before they are transposed
   mat<A> Ss_;       // [tile, K] source rows decayed to the current pivot
-  mat<A> Sd_;       // [max_sources * sub, K] source rows decayed to their diagonal block's last row
+  mat<A> Sd_;       // [max_sources * sub, K] per source, its 16 rows decayed to the current pivot (a 16-block
+                    //   pivot, or their own diagonal block's last row)
   row_vec<A> f_;    // [K]       per-dimension pivot factor
   row_vec<A> e_;    // [K]       exp(b_i - b_c) of one diagonal-block pair
   mat<A> t_;        // [max_sources, K] source rows times e_
