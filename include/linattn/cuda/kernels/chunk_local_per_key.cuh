@@ -115,29 +115,32 @@ __device__ void per_key_diagonal(S& smem, const float (*rows)[S::ldk], float* ds
   }
 }
 
-/// dst[d0 .. d0 + 8) = src[d0 .. d0 + 8) ⊙ exp(from[..] - to[..]), rows of fp32 tiles (8 floats,
-/// 32-byte aligned).
-__device__ inline void decay8(float* dst, const float* src, const float* from, const float* to) {
-  float x[8], f[8], g[8];
-  load8(src, x);
-  load8(from, f);
-  load8(to, g);
+/// dst = src ⊙ exp(from - to) on piece p (of K / 8) of fp32 tile rows of K: the 16-byte words
+/// at columns 4p and K/2 + 4p, so that consecutive threads touch consecutive words (no
+/// shared-memory bank conflicts; 8 consecutive floats a thread would be 2-way conflicting).
+template <int K>
+__device__ inline void decay8(float* dst, const float* src, const float* from, const float* to, int p) {
+  static_assert(K % 8 == 0, "whole pieces");
 #pragma unroll
-  for (int m = 0; m < 8; ++m) x[m] *= __expf(f[m] - g[m]);
-  store8_aligned(dst, x);
+  for (int half = 0; half < 2; ++half) {
+    const int c = 4 * p + half * (K / 2);
+    float4 x = *reinterpret_cast<const float4*>(src + c);
+    const float4 f = *reinterpret_cast<const float4*>(from + c), g = *reinterpret_cast<const float4*>(to + c);
+    x.x *= __expf(f.x - g.x), x.y *= __expf(f.y - g.y), x.z *= __expf(f.z - g.z), x.w *= __expf(f.w - g.w);
+    *reinterpret_cast<float4*>(dst + c) = x;
+  }
 }
 
 /// from_pivot <- rows r of every block after block J, times exp(b_r - b_e) with e the last row
 /// of J, for J = 0, 1, 2 in turn.
 template <class S>
 __device__ void per_key_from_pivot(S& smem, const float (*rows)[S::ldk]) {
-  constexpr int pieces = (S::ldk - 4) / 8;  // 8-float pieces per row
+  constexpr int K = S::ldk - 4, pieces = K / 8;  // 8-float pieces per row
   for (int e = int(threadIdx.x); e < S::pivoted_rows * pieces; e += S::threads) {
     int slot = e / pieces, J = 0;
-    const int d = (e % pieces) * 8;
     while (slot >= 16 * (S::blocks - 1 - J)) slot -= 16 * (S::blocks - 1 - J), ++J;
     const int r = 16 * (J + 1) + slot, pivot = 16 * J + 15;
-    decay8(&smem.gram.from_pivot[e / pieces][d], &rows[r][d], &smem.cumsum[r][d], &smem.cumsum[pivot][d]);
+    decay8<K>(smem.gram.from_pivot[e / pieces], rows[r], smem.cumsum[r], smem.cumsum[pivot], e % pieces);
   }
 }
 
@@ -214,8 +217,11 @@ __global__ void __launch_bounds__(512) chunk_local_per_key_kernel(chunk_args<Rul
   // row; the state pass's operands: Q ⊙ exp(b), K ⊙ exp(1 b_Cᵀ - b), and exp(b_C) per key row (b is
   // constant past the chunk's end, so b_C is b of its last token)
   for (int e = tid; e < chunk * pieces; e += S::threads) {
+    const int r = e / pieces;
+    decay8<K>(smem.gram.to_pivot[r], smem.keys[r], smem.cumsum[r | 15], smem.cumsum[r], e % pieces);
+  }
+  for (int e = tid; e < chunk * pieces; e += S::threads) {
     const int r = e / pieces, d = (e % pieces) * 8;
-    decay8(&smem.gram.to_pivot[r][d], &smem.keys[r][d], &smem.cumsum[r | 15][d], &smem.cumsum[r][d]);
     if (r < n) {
       float br[8], last[8], x[8], y[8];
       load8(&smem.cumsum[r][d], br);
@@ -233,8 +239,8 @@ __global__ void __launch_bounds__(512) chunk_local_per_key_kernel(chunk_args<Rul
   __syncthreads();
   const auto own_rows = [&](const float (*rows)[S::ldk]) {  // own <- rows ⊙ exp(b_r - b_e), e = r's block's last row
     for (int e = tid; e < chunk * pieces; e += S::threads) {
-      const int r = e / pieces, d = (e % pieces) * 8;
-      decay8(&own[r][d], &rows[r][d], &smem.cumsum[r][d], &smem.cumsum[r | 15][d]);
+      const int r = e / pieces;
+      decay8<K>(own[r], rows[r], smem.cumsum[r], smem.cumsum[r | 15], e % pieces);
     }
   };
   if (bounded) {
