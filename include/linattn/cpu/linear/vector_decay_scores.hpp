@@ -229,7 +229,7 @@ class vector_decay_scores {
   mat<A> Sd_;       // [max_sources * sub, K] per source, its 16 rows decayed to the current pivot (a 16-block
                     //   pivot, or their own diagonal block's last row)
   row_vec<A> f_;    // [K]       per-dimension pivot factor
-  row_vec<A> e_;    // [K]       exp(b_i - b_c) of one diagonal-block pair
+  row_vec<A> e_;    // [K]       one exp row: a key row's pivot factor (set_keys), exp(b_i - b_c) of a diagonal pair
   mat<A> t_;        // [max_sources, K] source rows times e_
 };
 
