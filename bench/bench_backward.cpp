@@ -89,6 +89,7 @@ typename Rule::template inputs<float> inputs_of(const data& d) {
   else if constexpr (std::is_same_v<Rule, la::VectorDecay>) return {.q = q, .k = k, .v = v, .g = gv};
   else if constexpr (std::is_same_v<Rule, la::Delta>) return {.q = q, .k = k, .v = v, .beta = beta};
   else if constexpr (std::is_same_v<Rule, la::GatedDelta>) return {.q = q, .k = k, .v = v, .g = g, .beta = beta};
+  else if constexpr (std::is_same_v<Rule, la::KDA>) return {.q = q, .k = k, .v = v, .g = gv, .beta = beta};
   else return {.q = q, .k = k, .v = v, .delta = beta};  // Longhorn
 }
 
@@ -102,7 +103,8 @@ la::gradients_t<Rule, float> gradients_of(data& d) {
   if constexpr (Rule::decay == la::decay_kind::scalar) gr.dg = la::view(d.dg_scalar.data(), s.B, s.T, s.H);
   if constexpr (Rule::decay == la::decay_kind::vector) gr.dg = la::view(d.dg_vector.data(), s.B, s.T, s.H, s.K);
   if constexpr (std::is_same_v<Rule, la::Longhorn>) gr.ddelta = la::view(d.dbeta.data(), s.B, s.T, s.H);
-  else if constexpr (std::is_same_v<Rule, la::Delta> || std::is_same_v<Rule, la::GatedDelta>)
+  else if constexpr (std::is_same_v<Rule, la::Delta> || std::is_same_v<Rule, la::GatedDelta> ||
+                     std::is_same_v<Rule, la::KDA>)
     gr.dbeta = la::view(d.dbeta.data(), s.B, s.T, s.H);
   return gr;
 }
@@ -200,7 +202,7 @@ void add_forward_backward(shape s, int reps, int iters = 0) {
 enum class mode { main_job, rules, smoke };
 
 void register_all(mode m) {
-  using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS;
+  using la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA;
   if (m == mode::main_job) {
     shape s{1, 8192, 16, 128, 128, 64};
     add_forward_backward<GatedDelta>(s, 3);
@@ -217,6 +219,7 @@ void register_all(mode m) {
     add_forward_backward<GatedDelta>(s, 3);
     add_forward_backward<Longhorn>(s, 3);
     add_forward_backward<NLMS>(s, 3);
+    add_forward_backward<KDA>(s, 3);
     add_gemm(3);
   } else {
     // T not a multiple of C, K != V: every code path, in milliseconds.
@@ -232,6 +235,7 @@ void register_all(mode m) {
     all.template operator()<GatedDelta>();
     all.template operator()<Longhorn>();
     all.template operator()<NLMS>();
+    all.template operator()<KDA>();
     s.threads = 2;
     add<GatedDelta>(pass::backward_chunkwise, s, 0, 2);
     add_gemm(0, 1);

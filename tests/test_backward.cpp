@@ -37,7 +37,8 @@ const ref::dims odd{.B = 2, .T = 13, .H = 2, .HV = 4, .K = 5, .V = 3};
 
 }  // namespace
 
-#define LINEAR_RULES la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS
+#define LINEAR_RULES \
+  la::Hebbian, la::ScalarDecay, la::VectorDecay, la::Delta, la::GatedDelta, la::Longhorn, la::NLMS, la::KDA
 
 TEMPLATE_TEST_CASE("backward == finite differences: odd shapes, grouped heads, both states", "[backward]",
                    LINEAR_RULES) {
@@ -331,7 +332,7 @@ TEMPLATE_TEST_CASE("chunkwise_backward in float stays finite and close under str
 // inside a chunk keeps fewer digits of its differences (at -1e4 forward and backward alike are
 // off by ~1e-3; docs/backward.md#gate-gradient).
 TEMPLATE_TEST_CASE("backward: log gates of -120 (float decay factors exactly 0) give finite, matching gradients",
-                   "[backward][robust]", la::ScalarDecay, la::VectorDecay, la::GatedDelta) {
+                   "[backward][robust]", la::ScalarDecay, la::VectorDecay, la::GatedDelta, la::KDA) {
   using Rule = TestType;
   std::mt19937_64 rng(910);
   auto p = backward_problem<Rule>(rng, {.B = 1, .T = 90, .H = 1, .HV = 2, .K = 12, .V = 10});
@@ -357,7 +358,7 @@ TEMPLATE_TEST_CASE("backward: log gates of -120 (float decay factors exactly 0) 
 }
 
 TEMPLATE_TEST_CASE("chunkwise_backward: per-key gates of -2 per step over 64-token chunks (no exp overflow)",
-                   "[backward][robust]", la::VectorDecay, la::ScalarDecay, la::GatedDelta) {
+                   "[backward][robust]", la::VectorDecay, la::ScalarDecay, la::GatedDelta, la::KDA) {
   using Rule = TestType;
   std::mt19937_64 rng(908);
   auto p = backward_problem<Rule>(rng, {.B = 1, .T = 130, .H = 1, .HV = 1, .K = 16, .V = 8});

@@ -147,6 +147,7 @@ TEMPLATE_TEST_CASE("16-bit q, k, v with float gates and betas: backward gradient
   check_mixed_backward<la::Delta, TestType>(23);
   check_mixed_backward<la::GatedDelta, TestType>(24);
   check_mixed_backward<la::Longhorn, TestType>(25);
+  check_mixed_backward<la::KDA, TestType>(26);
 }
 
 // ---- the other families: 16-bit q, k, v (and the rule's other per-token vectors) with float

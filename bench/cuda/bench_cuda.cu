@@ -354,8 +354,10 @@ int main(int argc, char** argv) {
       std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
     return 0;
   }
-  if (recurrent_only) {  // the token kernel over a long sequence
-    const row r = forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw);
+  // the token kernel over a long sequence: a row of the main job, alone with --recurrent
+  const auto recurrent_row = [&] { return forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw); };
+  if (recurrent_only) {
+    const row r = recurrent_row();
     std::printf("%s B%d T%d H%d: %.4f ms\n", r.name.c_str(), r.B, r.T, r.H, r.ms);
     return 0;
   }
@@ -380,7 +382,7 @@ int main(int argc, char** argv) {
   for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true, true));
   for (const auto& s : shapes) rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
   for (const auto& s : shapes) rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
-  rows.push_back(forward("recurrent", 1, 8192, 16, 128, std::max(3, reps / 10), bw));
+  rows.push_back(recurrent_row());
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));

@@ -46,7 +46,7 @@
   X(linattn::RWKV7, T) X(linattn::RLS, T) X(linattn::TTTLinear, T)
 #define LINATTN_PRECOMPILED_BACKWARD_ADDITIVE(X, T) X(linattn::Hebbian, T) X(linattn::ScalarDecay, T) X(linattn::VectorDecay, T)
 #define LINATTN_PRECOMPILED_BACKWARD_HOUSEHOLDER(X, T) \
-  X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::NLMS, T)
+  X(linattn::Delta, T) X(linattn::GatedDelta, T) X(linattn::Longhorn, T) X(linattn::NLMS, T) X(linattn::KDA, T)
 
 /// One form of (Rule, T) as an explicit instantiation declaration (Extern = extern) or
 /// definition (Extern empty).

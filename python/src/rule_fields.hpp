@@ -88,12 +88,16 @@ struct fields<NLMS> {
   template <class T> static constexpr auto number() { return field{"eps_k", &NLMS::inputs<T>::eps_k}; }
 };
 
-/// Forward only (no backward in the library yet): per-key log gates and beta.
+/// Per-key log gates and beta.
 template <>
 struct fields<KDA> {
   template <class T>
   static constexpr auto inputs() {
     return std::tuple{field{"g", &KDA::inputs<T>::g}, field{"beta", &KDA::inputs<T>::beta}};
+  }
+  template <class T>
+  static constexpr auto gradients() {
+    return std::tuple{field{"dg", &KDA::gradients<T>::dg}, field{"dbeta", &KDA::gradients<T>::dbeta}};
   }
   template <class T> static constexpr auto number() { return nullptr; }
 };

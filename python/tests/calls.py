@@ -20,8 +20,21 @@ CASES = [
     ("fused_recurrent_longhorn", lambda q, k, v, g, b, **kw: la.fused_recurrent_longhorn(q, k, v, b, **kw), "longhorn", "b"),
     ("chunk_nlms", lambda q, k, v, g, b, **kw: la.chunk_nlms(q, k, v, **kw), "nlms", ""),
     ("fused_recurrent_nlms", lambda q, k, v, g, b, **kw: la.fused_recurrent_nlms(q, k, v, **kw), "nlms", ""),
+    # fla's chunk_kda takes chunk sizes 32 and 64 only: a test's chunk_size is dropped for it
+    ("chunk_kda", lambda q, k, v, g, b, chunk_size=None, **kw: la.chunk_kda(q, k, v, g, b, **kw), "kda", "gkb"),
+    ("fused_recurrent_kda", lambda q, k, v, g, b, **kw: la.fused_recurrent_kda(q, k, v, g, b, **kw), "kda", "gkb"),
 ]
 IDS = [c[0] for c in CASES]
+
+
+def gate_of(rule):
+    """make_inputs' gate for a rule: one log decay per key ("key") or per token ("scalar")."""
+    return "key" if rule in ("vector_decay", "kda") else "scalar"
+
+
+def heads_of(rule, grouped=4, plain=2):
+    """Value heads for a rule's test: fla's GLA has no grouped value heads."""
+    return plain if rule == "vector_decay" else grouped
 
 
 def used(takes, g, beta):

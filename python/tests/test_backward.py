@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import linattn.torch as la
-from calls import CASES, IDS, used
+from calls import CASES, IDS, gate_of, heads_of, used
 from conftest import close, make_inputs, make_state
 from reference import reference
 
@@ -22,9 +22,9 @@ def _grads(call_outputs, inputs, do, ds):
 def test_gradients_match_reference(name, call, rule, takes, dtype, tol):
     """dq, dk, dv, dg, dbeta and d(initial state), with gradients flowing into both o and the
     final state; odd T, K != V, grouped value heads (not for GLA)."""
-    HV = 2 if rule == "vector_decay" else 4
+    HV = heads_of(rule)
     q, k, v, g, beta = make_inputs(T=37, HV=HV, K=16, V=12, dtype=dtype,
-                                   gate="key" if rule == "vector_decay" else "scalar", requires_grad=True)
+                                   gate=gate_of(rule), requires_grad=True)
     h0 = make_state(2, HV, 16, 12, dtype=dtype, requires_grad=True)
     g_, b_ = used(takes, g, beta)
     inputs = [x for x in (q, k, v, g_, b_, h0) if x is not None]
@@ -39,10 +39,10 @@ def test_gradients_match_reference(name, call, rule, takes, dtype, tol):
 
 @pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
 def test_gradients_packed(name, call, rule, takes):
-    HV = 2 if rule == "vector_decay" else 4
+    HV = heads_of(rule)
     cu = torch.tensor([0, 7, 7, 75, 90])
     q, k, v, g, beta = make_inputs(B=1, T=90, HV=HV, K=8, V=10, dtype=torch.float64,
-                                   gate="key" if rule == "vector_decay" else "scalar", requires_grad=True)
+                                   gate=gate_of(rule), requires_grad=True)
     h0 = make_state(4, HV, 8, 10, dtype=torch.float64, requires_grad=True)
     g_, b_ = used(takes, g, beta)
     inputs = [x for x in (q, k, v, g_, b_, h0) if x is not None]
@@ -57,9 +57,9 @@ def test_gradients_packed(name, call, rule, takes):
 @pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
 def test_gradcheck(name, call, rule, takes):
     """Finite differences of the float64 op itself (B=2, T=5, H=1, HV=2, K=3, V=2, chunk 2)."""
-    HV = 1 if rule == "vector_decay" else 2
+    HV = heads_of(rule, 2, 1)
     q, k, v, g, beta = make_inputs(B=2, T=5, H=1, HV=HV, K=3, V=2, dtype=torch.float64,
-                                   gate="key" if rule == "vector_decay" else "scalar", requires_grad=True)
+                                   gate=gate_of(rule), requires_grad=True)
     h0 = make_state(2, HV, 3, 2, dtype=torch.float64, requires_grad=True)
     g_, b_ = used(takes, g, beta)
     inputs = [x for x in (q, k, v, g_, b_, h0) if x is not None]
@@ -82,7 +82,8 @@ def test_gradients_through_l2norm_in_kernel(name, call, rule, takes):
     """use_qk_l2norm_in_kernel: the library normalises q and k inside its call and its backward
     gives the gradients of the caller's q and k; against autograd through the reference on
     normalised inputs. q and k rows 0.1 to 30 long, so the normalisation's gradient matters."""
-    q, k, v, g, beta = make_inputs(T=37, HV=4, K=16, V=12, dtype=torch.float64, normalize_keys=False)
+    q, k, v, g, beta = make_inputs(T=37, HV=4, K=16, V=12, dtype=torch.float64, gate=gate_of(rule),
+                                   normalize_keys=False)
     q = q * 10 ** (2.5 * torch.rand(*q.shape[:3], 1, dtype=torch.float64) - 1)
     k = k * 10 ** (2.5 * torch.rand(*k.shape[:3], 1, dtype=torch.float64) - 1)
     h0 = make_state(2, 4, 16, 12, dtype=torch.float64)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import linattn.torch as la
-from calls import CASES, IDS
+from calls import CASES, IDS, gate_of, heads_of
 from conftest import close, make_inputs, make_state
 from reference import reference
 
@@ -27,8 +27,8 @@ def test_cuda_module_built():
 @pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
 @pytest.mark.parametrize("K,V", [(64, 64), (128, 64), (64, 128)])
 def test_forward_matches_cpu(name, call, rule, takes, K, V):
-    HV = 2 if rule == "vector_decay" else 4
-    q, k, v, g, beta = make_inputs(T=150, HV=HV, K=K, V=V, gate="key" if rule == "vector_decay" else "scalar")
+    HV = heads_of(rule)
+    q, k, v, g, beta = make_inputs(T=150, HV=HV, K=K, V=V, gate=gate_of(rule))
     h0 = make_state(2, HV, K, V)
     want_o, want_s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True)
     with warnings.catch_warnings():
@@ -146,8 +146,8 @@ def test_backward_on_cuda_tensors(name, call, rule, takes):
     """The CUDA rules' backward runs on the device (no host-copy warning), the others on host
     copies; gradients of every input, the initial state included, land on the device and equal
     the CPU's. T = 150 with an initial state and a final-state gradient; K != V, HV = 4."""
-    HV = 2 if rule == "vector_decay" else 4
-    q, k, v, g, beta = make_inputs(T=150, HV=HV, K=64, V=128, gate="key" if rule == "vector_decay" else "scalar")
+    HV = heads_of(rule)
+    q, k, v, g, beta = make_inputs(T=150, HV=HV, K=64, V=128, gate=gate_of(rule))
     h0 = make_state(2, HV, 64, 128)
     leaves = [x.clone().requires_grad_() for x in (q, k, v, g, beta, h0)]
     dev = [x.cuda().requires_grad_() for x in (q, k, v, g, beta, h0)]

@@ -10,20 +10,16 @@ import torch
 
 import linattn.torch as la
 from linattn.torch import _backend
-from calls import CASES, IDS, used
+from calls import CASES, IDS, gate_of, heads_of, used
 from conftest import close, make_inputs, make_state
 from reference import reference
-
-
-def _gate(rule):
-    return "key" if rule == "vector_decay" else "scalar"
 
 
 @pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 2e-5)])
 def test_matches_reference(name, call, rule, takes, dtype, tol):
-    HV = 2 if rule == "vector_decay" else 4          # fla's GLA has no grouped value heads
-    q, k, v, g, beta = make_inputs(T=37, HV=HV, K=16, V=12, dtype=dtype, gate=_gate(rule))
+    HV = heads_of(rule)          # fla's GLA has no grouped value heads
+    q, k, v, g, beta = make_inputs(T=37, HV=HV, K=16, V=12, dtype=dtype, gate=gate_of(rule))
     h0 = make_state(2, HV, 16, 12, dtype=dtype)
     o, s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True)
     ro, rs = reference(rule, q, k, v, *used(takes, g, beta), h0=h0)
@@ -36,9 +32,9 @@ def test_matches_reference(name, call, rule, takes, dtype, tol):
 @pytest.mark.parametrize("name,call,rule,takes", CASES, ids=IDS)
 def test_packed_sequences(name, call, rule, takes):
     """cu_seqlens with B = 1: sequences of odd lengths, one empty, one longer than a chunk."""
-    HV = 2 if rule == "vector_decay" else 4
+    HV = heads_of(rule)
     cu = torch.tensor([0, 5, 5, 86, 100], dtype=torch.int64)
-    q, k, v, g, beta = make_inputs(B=1, T=100, HV=HV, K=8, V=10, dtype=torch.float64, gate=_gate(rule))
+    q, k, v, g, beta = make_inputs(B=1, T=100, HV=HV, K=8, V=10, dtype=torch.float64, gate=gate_of(rule))
     h0 = make_state(4, HV, 8, 10, dtype=torch.float64)
     o, s = call(q, k, v, g, beta, initial_state=h0, output_final_state=True, cu_seqlens=cu)
     ro, rs = reference(rule, q, k, v, *used(takes, g, beta), h0=h0, cu_seqlens=cu)
@@ -53,8 +49,8 @@ def test_packed_sequences(name, call, rule, takes):
 def test_16bit_inputs(name, call, rule, takes, dtype):
     """fla's mixed precision: bf16 (or fp16) q, k, v with fp32 gates, read by the CPU kernels as
     they are; o in q's dtype, the state in fp32."""
-    HV = 2 if rule == "vector_decay" else 4
-    q, k, v, g, beta = make_inputs(T=33, HV=HV, K=16, V=16, dtype=torch.float32, gate=_gate(rule))
+    HV = heads_of(rule)
+    q, k, v, g, beta = make_inputs(T=33, HV=HV, K=16, V=16, dtype=torch.float32, gate=gate_of(rule))
     qb, kb, vb = (x.to(dtype) for x in (q, k, v))
     assert _backend.runs_16bit(rule, "chunk", qb, kb, vb, 64)   # no float32 copy on the CPU
     o, s = call(qb, kb, vb, g, beta, output_final_state=True)

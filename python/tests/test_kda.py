@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
-"""chunk_kda and fused_recurrent_kda (forward only) against the float64 reference: odd T, K != V,
-grouped value heads, packed sequences, initial and final states, strong per-key gates, fla's
-in-kernel gate and beta options; the backward is refused clearly; bad shapes name the argument."""
+"""chunk_kda and fused_recurrent_kda against the float64 reference: odd T, K != V, grouped value
+heads, packed sequences, initial and final states, strong per-key gates, fla's in-kernel gate and
+beta options (forward and gradients); bad shapes name the argument. The common gradient tests
+(test_backward.py) run both calls too."""
 
 import pytest
 import torch
@@ -51,15 +52,49 @@ def test_in_kernel_gate_beta_and_l2norm():
     close(o, ro, 1e-8)
 
 
-def test_backward_is_refused_and_bad_shapes_are_named():
-    q, k, v, g, beta = make_inputs(T=9, HV=4, K=8, V=6, dtype=torch.float64, gate="key", requires_grad=True)
-    o, _ = la.chunk_kda(q, k, v, g, beta)
-    with pytest.raises(NotImplementedError):
-        o.sum().backward()
+def test_bad_shapes_are_named():
+    q, k, v, g, beta = make_inputs(T=9, HV=4, K=8, V=6, dtype=torch.float64, gate="key")
     with pytest.raises(ValueError, match="'g'"):
-        la.chunk_kda(q.detach(), k.detach(), v.detach(), g.detach()[..., 0], beta.detach())
+        la.chunk_kda(q, k, v, g[..., 0], beta)
     with pytest.raises(ValueError, match="'chunk_size'.*32 or 64"):  # as fla's chunk_kda
-        la.chunk_kda(q.detach(), k.detach(), v.detach(), g.detach(), beta.detach(), chunk_size=16)
+        la.chunk_kda(q, k, v, g, beta, chunk_size=16)
+
+
+def _grads(outputs, leaves, do, ds):
+    o, s = outputs
+    return torch.autograd.grad((o.double() * do).sum() + (s.double() * ds).sum(), leaves)
+
+
+@pytest.mark.parametrize("form,call", CALLS, ids=[c[0] for c in CALLS])
+def test_gradients_of_fla_options_and_strong_gates(form, call):
+    """Gradients through the in-kernel gate (to A_log and dt_bias), beta's sigmoid and the
+    in-kernel L2 norm (raw q, k of very different lengths), then with strong per-key gates (log
+    decays of -12 to -4, some key dimensions never forgetting) and beta up to 2: against
+    autograd through the float64 reference."""
+    q, k, v, raw, b = make_inputs(T=45, HV=4, K=8, V=6, dtype=torch.float64, gate="key", normalize_keys=False)
+    k = k * 10 ** (2 * torch.rand(*k.shape[:3], 1, dtype=torch.float64) - 1)
+    A_log, dt_bias = torch.randn(4, dtype=torch.float64), torch.randn(4 * 8, dtype=torch.float64)
+    h0 = make_state(2, 4, 8, 6, dtype=torch.float64)
+    leaves = [x.clone().requires_grad_() for x in (q, k, v, raw, b, A_log, dt_bias, h0)]
+    do, ds = torch.randn(2, 45, 4, 6, dtype=torch.float64), torch.randn(2, 4, 8, 6, dtype=torch.float64)
+    lq, lk, lv, lraw, lb, la_log, ldt, lh0 = leaves
+    got = _grads(call(lq, lk, lv, lraw, lb, use_gate_in_kernel=True, A_log=la_log, dt_bias=ldt,
+                      use_beta_sigmoid_in_kernel=True, use_qk_l2norm_in_kernel=True, initial_state=lh0,
+                      output_final_state=True), leaves, do, ds)
+    unit = lambda x: x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+    g = -torch.exp(la_log).view(4, 1) * F.softplus(lraw + ldt.view(4, 8))
+    want = _grads(reference("kda", unit(lq), unit(lk), lv, g, torch.sigmoid(lb), h0=lh0), leaves, do, ds)
+    for a, w in zip(got, want):
+        close(a, w, 1e-9)
+
+    q, k, v, g, b = make_inputs(T=70, HV=4, K=8, V=6, dtype=torch.float64, gate="key", strong=True, beta_max=2.0)
+    g[..., ::3] = 0.0
+    leaves = [x.requires_grad_() for x in (q, k, v, g, b, h0.clone())]
+    do, ds = torch.randn(2, 70, 4, 6, dtype=torch.float64), torch.randn(2, 4, 8, 6, dtype=torch.float64)
+    got = _grads(call(*leaves[:5], initial_state=leaves[5], output_final_state=True), leaves, do, ds)
+    want = _grads(reference("kda", *leaves[:5], h0=leaves[5]), leaves, do, ds)
+    for a, w in zip(got, want):
+        close(a, w, 1e-9)
 
 
 def test_safe_gate_and_a_log_shapes():

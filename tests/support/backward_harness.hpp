@@ -31,7 +31,7 @@ template <class Rule>
 constexpr bool has_gate = Rule::decay != la::decay_kind::none;
 template <class Rule>
 constexpr bool has_beta_input = std::is_same_v<Rule, la::Delta> || std::is_same_v<Rule, la::GatedDelta> ||
-                                std::is_same_v<Rule, la::Longhorn>;
+                                std::is_same_v<Rule, la::Longhorn> || std::is_same_v<Rule, la::KDA>;
 
 /// How the step-size input is drawn.
 enum class steps { usual, large /* delta rules: beta in (0, 2); Longhorn: delta up to e^3 */ };

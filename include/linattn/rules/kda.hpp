@@ -5,6 +5,7 @@
 /// A Householder-family rule with a vector decay: the forms need no kernel of their own.
 #pragma once
 
+#include "../core/backward.hpp"
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
@@ -12,7 +13,7 @@
 
 namespace linattn {
 
-/// beta: the step is the input beta (input_beta.hpp).
+/// beta, beta_derivatives, beta_gradient: the step is the input beta (input_beta.hpp).
 struct KDA : input_beta {
   static constexpr const char* name = "KDA";
   using family = householder_family;
@@ -37,6 +38,21 @@ struct KDA : input_beta {
   template <class T>
   LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
     return in.g(b, t, hv, d);
+  }
+
+  /// Gradients (backward forms): outputs of the shapes of q, k, v, g and beta.
+  template <class T>
+  struct gradients {
+    tensor_view<T, 4> dq;  // [B, T, H, K]
+    tensor_view<T, 4> dk;  // [B, T, H, K]
+    tensor_view<T, 4> dv;  // [B, T, HV, V]
+    coefficient_gradient_view<T, 4> dg;     // [B, T, HV, K] dL/d(log gate)
+    coefficient_gradient_view<T, 3> dbeta;  // [B, T, HV]
+  };
+  template <class T, class Check>
+  static void check_gradients(const gradients<T>& g, Check& c) {
+    c.per_key("dg", g.dg);
+    c.per_token("dbeta", g.dbeta);
   }
 };
 

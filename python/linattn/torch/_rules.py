@@ -29,5 +29,5 @@ RULES = {r.name: r for r in (
     Rule("longhorn", ("delta",), cuda=True),
     Rule("nlms", (), number="eps_k"),
     Rule("rls", ("g",), number="delta", backward=False, state_extra_columns=True),
-    Rule("kda", ("g", "beta"), per_key=("g",), backward=False, cuda=True, cuda_backward=False),
+    Rule("kda", ("g", "beta"), per_key=("g",), cuda=True, cuda_backward=False),
 )}

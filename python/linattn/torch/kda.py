@@ -3,9 +3,11 @@
 (docs/math.md#kda): S_t = S_{t-1} diag(exp(g_t)) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
 
 Shapes: q, k [B, T, H, K]; v [B, T, HV, V]; g [B, T, HV, K] (log decay per key, <= 0); beta
-[B, T, HV]; states [N, HV, K, V]. Forward only for now (the library has no KDA backward yet:
-autograd raises NotImplementedError); CUDA tensors with K, V in {64, 128} run linattn::cuda's
-per-key kernels, other sizes the CPU kernels on host copies.
+[B, T, HV]; states [N, HV, K, V]. Differentiable (the library's chunkwise backward, through
+autograd: dq, dk, dv, dg, dbeta and the initial state's gradient; with use_gate_in_kernel
+the gradient reaches A_log and dt_bias through torch). CUDA tensors with K, V in {64, 128} run
+linattn::cuda's per-key forward kernels, other sizes and the backward the CPU kernels on host
+copies.
 """
 
 import torch

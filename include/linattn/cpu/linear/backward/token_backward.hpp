@@ -10,7 +10,7 @@
 ///             du = dH^T k_t;    dk = dH u
 ///             additive:     dv = du
 ///             Householder:  dv = beta du;  dbeta = du . (v - H'^T k);
-///                           dk -= beta H' du;  dH -= beta k du^T;
+///                           dk -= beta H' du;  dH -= beta k du^T  (dH: now that of H');
 ///                           dk += 2 dbeta (d beta / d ||k||^2) k   (Longhorn, NLMS)
 ///             decay:        dg = <dH, H'> (per key row for a vector gate);
 ///                           dH <- decay_t(dH)                    (gradient of H_{t-1})
@@ -42,11 +42,10 @@ class token_backward_worker {
   using inputs_t = typename Rule::template inputs<T>;
   static constexpr bool corrects = std::is_same_v<typename Rule::family, householder_family>;
   static constexpr decay_kind decay = Rule::decay;
-  static_assert(!(corrects && decay == decay_kind::vector), "linattn: no backward for vector-gated delta rules");
 
   token_backward_worker(index_t chunk, index_t K, index_t V)
       : chunk_(chunk), states_(static_cast<std::size_t>(chunk + 1), mat<A>(K, V)), dH_(K, V), q_(K), k_(K), v_(V),
-        r_(V), do_(V), du_(V), dq_(K), dk_(K), f_(K), dgv_(K) {}
+        r_(V), do_(V), du_(V), dq_(K), dk_(K), kd_(K), hd_(K), f_(K), dgv_(K) {}
 
   template <class Grads>
   void run(const inputs_t& in, const tensor_view<const T, 4>& dout, const Grads& gr, const backward_options<A>& opt,
@@ -109,11 +108,16 @@ class token_backward_worker {
     du_.noalias() = k_ * dH_;  // dH^T k
     if constexpr (corrects) {
       const A sq = k_.squaredNorm(), beta = Rule::beta(in, b, t, hv, sq);
-      // r = v - H'^T k with H' = gam H_{t-1}; u = beta r.
+      // r = v - H'^T k with H' = decay_t(H_{t-1}) = diag(f) H_{t-1} (f = gam 1 for a scalar
+      // gate); u = beta r. kd = f ⊙ k, so H'^T k = H_{t-1}^T kd and H' du = f ⊙ (H_{t-1} du).
+      if constexpr (decay == decay_kind::vector) kd_ = k_.cwiseProduct(f_);
+      else kd_ = gam * k_;
       r_ = v_;
-      r_.noalias() -= gam * (k_ * Hp);
+      r_.noalias() -= kd_ * Hp;
       dk_.noalias() = (beta * r_) * dH_.transpose();
-      dk_.noalias() -= (beta * gam) * (du_ * Hp.transpose());
+      hd_.noalias() = du_ * Hp.transpose();  // H_{t-1} du
+      if constexpr (decay == decay_kind::vector) dk_ -= beta * hd_.cwiseProduct(f_);
+      else dk_ -= (beta * gam) * hd_;
       const A dbeta = du_.dot(r_);
       dH_.noalias() -= (beta * k_).transpose() * du_;
       const beta_partials<A> bp = Rule::beta_derivatives(in, b, t, hv, sq);
@@ -143,6 +147,7 @@ class token_backward_worker {
   std::vector<mat<A>> states_;       // [chunk + 1] states inside one chunk
   mat<A> dH_;                        // [K, V] gradient of the current state
   row_vec<A> q_, k_, v_, r_, do_, du_, dq_, dk_;
+  row_vec<A> kd_, hd_;               // [K] decayed key, H_{t-1} du (Householder)
   row_vec<A> f_, dgv_;               // [K] vector decay factors, dg row
 };
 

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Strictly causal per-key decayed scores of one chunk and their backward, the stage the
+/// per-key chunk backward runs on (q, k) for the output scores and, for the delta rules, on
+/// (k, k) for the Gram matrix. With b the chunk-local log-gate cumsum ([n, K]):
+///
+///   S_ri  = sum_d R_rd C_id exp(b_rd - b_id)              (i < r)
+///   dR_r  = sum_{i < r} dS_ri  C_i ⊙ exp(b_r - b_i)       [n, K]
+///   dC_i  = sum_{r > i} dS_ri  R_r ⊙ exp(b_r - b_i)       [n, K]
+///
+/// Rows go in blocks of 16. Rows of block a against the columns before it go through the pivot
+/// e = a0 - 1, exp(b_r - b_i) = exp(b_r - b_e) exp(b_e - b_i), both exponents <= 0, as matrix
+/// products; inside the diagonal block elementwise. No exponent is ever positive, so strong
+/// gates cannot overflow.
+#pragma once
+
+#include <algorithm>
+
+#include "../../../core/config.hpp"
+#include "../../linalg/eigen_types.hpp"
+
+namespace linattn::cpu {
+
+template <class A>
+class per_key_scores {
+ public:
+  static constexpr index_t sub = 16;  // rows per pivot block
+
+  per_key_scores(index_t C, index_t K) : Rs_(sub, K), Fa_(sub, K), Ef_(C, K), Cx_(C, K), tmp_(C, K), f_(K) {}
+
+  /// S's strictly lower part of the leading n x n block (the rest untouched).
+  void scores(const mat<A>& R, const mat<A>& Cm, const mat<A>& b, index_t n, mat<A>& S) {
+    run<true, false>(R, Cm, b, n, &S, nullptr, nullptr, nullptr);
+  }
+
+  /// dR and dC (their top n rows, overwritten) from dS's strictly lower part; with `S` also
+  /// the scores, as scores() writes them.
+  void backward(const mat<A>& R, const mat<A>& Cm, const mat<A>& b, index_t n, const mat<A>& dS, mat<A>& dR,
+                mat<A>& dC, mat<A>* S = nullptr) {
+    if (S) run<true, true>(R, Cm, b, n, S, &dS, &dR, &dC);
+    else run<false, true>(R, Cm, b, n, nullptr, &dS, &dR, &dC);
+  }
+
+ private:
+  template <bool with_scores, bool with_grads>
+  void run(const mat<A>& R, const mat<A>& Cm, const mat<A>& b, index_t n, mat<A>* S, const mat<A>* dS, mat<A>* dR,
+           mat<A>* dC) {
+    if constexpr (with_grads) dR->topRows(n).setZero(), dC->topRows(n).setZero();
+    for (index_t a0 = 0; a0 < n; a0 += sub) {
+      const index_t a1 = std::min(a0 + sub, n), ma = a1 - a0;
+      if (a0 > 0) {
+        const auto be = b.row(a0 - 1);
+        auto Fa = Fa_.topRows(ma);  // exp(b_r - b_e)   [ma, K]
+        Fa = (b.middleRows(a0, ma).rowwise() - be).array().exp().matrix();
+        auto Rs = Rs_.topRows(ma);  // R ⊙ Fa
+        Rs = R.middleRows(a0, ma).cwiseProduct(Fa);
+        auto Ef = Ef_.topRows(a0);  // exp(b_e - b_i)   [a0, K]
+        Ef = ((-b.topRows(a0)).rowwise() + be).array().exp().matrix();
+        auto Cx = Cx_.topRows(a0);  // C ⊙ Ef
+        Cx = Cm.topRows(a0).cwiseProduct(Ef);
+        if constexpr (with_scores) S->block(a0, 0, ma, a0).noalias() = Rs * Cx.transpose();
+        if constexpr (with_grads) {
+          const auto dSa = dS->block(a0, 0, ma, a0);
+          auto tr = tmp_.topRows(ma);
+          tr.noalias() = dSa * Cx;
+          dR->middleRows(a0, ma) += tr.cwiseProduct(Fa);
+          auto tc = tmp_.topRows(a0);
+          tc.noalias() = dSa.transpose() * Rs;
+          dC->topRows(a0) += tc.cwiseProduct(Ef);
+        }
+      }
+      for (index_t r = a0 + 1; r < a1; ++r)  // diagonal block, elementwise
+        for (index_t i = a0; i < r; ++i) {
+          f_ = (b.row(r) - b.row(i)).array().exp().matrix();
+          if constexpr (with_scores) (*S)(r, i) = R.row(r).cwiseProduct(Cm.row(i)).dot(f_);
+          if constexpr (with_grads) {
+            const A d = (*dS)(r, i);
+            dR->row(r) += d * Cm.row(i).cwiseProduct(f_);
+            dC->row(i) += d * R.row(r).cwiseProduct(f_);
+          }
+        }
+    }
+  }
+
+  mat<A> Rs_, Fa_;        // [sub, K]   pivot-block rows, their factors
+  mat<A> Ef_, Cx_, tmp_;  // [C, K]     column factors, decayed columns, products
+  row_vec<A> f_;          // [K]
+};
+
+}  // namespace linattn::cpu
