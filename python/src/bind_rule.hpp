@@ -40,18 +40,22 @@ void with_element_type(const array& q, F&& f) {
 }
 
 /// forward_<rule>(form, q, k, v, extras, out, initial_state, final_state, cu_seqlens, scale,
-/// normalize_qk, number, chunk_size, threads, check_finite): form "chunk" (chunkwise_forward) or "recurrent" (recurrent_forward).
+/// normalize_qk, number, chunk_size, threads, check_finite, checkpoints=None): form "chunk"
+/// (chunkwise_forward) or "recurrent" (recurrent_forward); `checkpoints` `[N, J, HV, K, V]`
+/// receives the state after every chunk_size tokens (options::checkpoints).
 template <class Rule>
 void forward(const std::string& form, const array& q, const array& k, const array& v, const arrays& extras,
              const array& out, const maybe_array& initial_state, const maybe_array& final_state,
              const maybe_array& cu_seqlens, double scale, bool normalize_qk, double number, int chunk_size,
-             int threads, bool check_finite) {
+             int threads, bool check_finite, const maybe_array& checkpoints) {
   with_element_type(q, [&]<class T>() {
     const auto in = make_inputs<Rule, T>(q, k, v, extras, number, memory::host);
     auto opt = make_options<state_t<T>>(scale, normalize_qk, initial_state, final_state, cu_seqlens, memory::host, memory::host);
     opt.check_finite = check_finite;
     opt.chunk_size = chunk_size;
     opt.threads = threads;
+    opt.checkpoints = as_view<state_t<T>, 5>(checkpoints, "checkpoints", memory::host);
+    if (checkpoints) opt.checkpoint_every = chunk_size;
     const auto o = as_view<T, 4>(out, "out", memory::host);
     const nb::gil_scoped_release unlocked;
     if (form == "chunk") chunkwise_forward<Rule>(in, o, opt);
@@ -89,7 +93,7 @@ void bind_rule(nb::module_& m, const std::string& name) {
   using namespace nb::literals;
   m.def(("forward_" + name).c_str(), &forward<Rule>, "form"_a, "q"_a, "k"_a, "v"_a, "extras"_a, "out"_a,
         "initial_state"_a.none(), "final_state"_a.none(), "cu_seqlens"_a.none(), "scale"_a, "normalize_qk"_a, "number"_a, "chunk_size"_a,
-        "threads"_a, "check_finite"_a);
+        "threads"_a, "check_finite"_a, "checkpoints"_a.none() = nb::none());
   if constexpr (has_gradients<Rule>)
     m.def(("backward_" + name).c_str(), &backward<Rule>, "q"_a, "k"_a, "v"_a, "extras"_a, "grad_out"_a,
           "grad_final_state"_a.none(), "initial_state"_a.none(), "grad_initial_state"_a.none(), "dq"_a, "dk"_a,

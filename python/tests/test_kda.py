@@ -131,3 +131,47 @@ def test_transpose_state_layout_is_the_deprecated_name(call):
     close(s, want_s, 1e-12)
     with pytest.raises(ValueError, match="'state_v_first'"):
         call(q, k, v, g, b, state_v_first=True, transpose_state_layout=True)
+
+
+@pytest.mark.parametrize("chunk_size", [32, 64])
+def test_return_intermediate_states(chunk_size):
+    """fla's return_intermediate_states (inference): h [B, NT, HV, K, V] holds the state at the
+    start of every chunk, the initial state first; packed: [1, sum of NT, HV, K, V]. Each entry
+    against the reference's final state on that prefix; state_v_first transposes h too."""
+    q, k, v, g, beta = make_inputs(T=100, HV=4, K=8, V=6, dtype=torch.float64, gate="key")
+    h0 = make_state(2, 4, 8, 6, dtype=torch.float64)
+    with torch.inference_mode():
+        o, s, h = la.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
+                               return_intermediate_states=True, chunk_size=chunk_size)
+        o_t, _, h_t = la.chunk_kda(q, k, v, g, beta, initial_state=h0.transpose(-1, -2), state_v_first=True,
+                                   return_intermediate_states=True, chunk_size=chunk_size)
+    nt = -(-100 // chunk_size)
+    assert h.shape == (2, nt, 4, 8, 6) and h.dtype == torch.float64
+    ro, rs = reference("kda", q, k, v, g, beta, h0=h0)
+    close(o, ro, 1e-10)
+    close(s, rs, 1e-10)
+    close(h[:, 0], h0, 1e-12)
+    for j in range(1, nt):
+        t = j * chunk_size
+        close(h[:, j], reference("kda", q[:, :t], k[:, :t], v[:, :t], g[:, :t], beta[:, :t], h0=h0)[1], 1e-10)
+    close(o_t, o, 1e-12)
+    close(h_t, h.transpose(-1, -2), 1e-12)
+
+    cu = torch.tensor([0, 70, 70, 71, 170])  # an empty and a one-token sequence
+    q, k, v, g, beta = make_inputs(B=1, T=170, HV=4, K=8, V=6, dtype=torch.float64, gate="key")
+    with torch.no_grad():
+        _, s, h = la.chunk_kda(q, k, v, g, beta, cu_seqlens=cu, output_final_state=True,
+                               return_intermediate_states=True, chunk_size=chunk_size)
+    counts = [-(-n // chunk_size) for n in (70, 0, 1, 99)]
+    assert h.shape == (1, sum(counts), 4, 8, 6)
+    row = 0
+    for n, c in enumerate(counts):
+        a = int(cu[n])
+        for j in range(c):
+            t = a + j * chunk_size
+            want = torch.zeros(4, 8, 6, dtype=torch.float64) if j == 0 else \
+                reference("kda", q[:, a:t], k[:, a:t], v[:, a:t], g[:, a:t], beta[:, a:t])[1][0]
+            close(h[0, row], want, 1e-10)  # zeros first (no initial state): exactly
+            row += 1
+    with pytest.raises(ValueError, match="'return_intermediate_states'.*inference"):
+        la.chunk_kda(q.requires_grad_(), k, v, g, beta, cu_seqlens=cu, return_intermediate_states=True)

@@ -114,14 +114,15 @@ def _tf32():
 
 
 def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number, chunk_size,
-            output_final_state, out, final_state):
-    """Writes `out` [B, T, HV, V] and, if given, `final_state` [N, HV, K, V(+K)]; `normalize_qk`:
-    q and k L2-normalised inside the call (linattn::options::normalize_qk)."""
+            output_final_state, out, final_state, checkpoints=None):
+    """Writes `out` [B, T, HV, V] and, if given, `final_state` [N, HV, K, V(+K)] and `checkpoints`
+    [N, J, HV, K, V] (the state after every chunk_size tokens, linattn::options::checkpoints);
+    `normalize_qk`: q and k L2-normalised inside the call (linattn::options::normalize_qk)."""
     if q.device.type == "cpu":
         with _python_names():
             getattr(_cpu, "forward_" + rule)(form, q, k, v, list(extras), out, initial_state, final_state,
                                              cu_seqlens, scale, normalize_qk, number, chunk_size, _threads(),
-                                             _check_values)
+                                             _check_values, checkpoints)
         return
     if q.device.type == "cuda" and _cuda_supports(rule, form, q, v, chunk_size):
         stream = torch.cuda.current_stream(q.device).cuda_stream
@@ -130,14 +131,14 @@ def forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, norma
             getattr(_cuda, "forward_" + rule)(form, dense(q), dense(k), dense(v), [dense(e) for e in extras], out,
                                               dense(initial_state), final_state, cu_seqlens, scale, normalize_qk,
                                               number, form == "chunk" and q.dtype == torch.float32 and _tf32(),
-                                              stream)
+                                              stream, checkpoints)
         return
     _warn_once(("forward", rule, q.device.type),
                f"linattn: {rule} {form} forward on {q.device.type} tensors of K={q.shape[-1]}, V={v.shape[-1]} "
                "runs the CPU kernels on host copies (no device kernel for this case); docs/python.md")
     _on_host(lambda h: forward(rule, form, _host(q), _host(k), _host(v), [_host(e) for e in extras],
                                _host(initial_state), _host(cu_seqlens), scale, normalize_qk, number, chunk_size,
-                               output_final_state, h[0], h[1]), [out, final_state])
+                               output_final_state, h[0], h[1], h[2]), [out, final_state, checkpoints])
 
 
 def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, cu_seqlens, scale, normalize_qk,

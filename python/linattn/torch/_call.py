@@ -74,10 +74,34 @@ def known(kwargs, names=()):
             raise TypeError(f"linattn: unexpected keyword argument '{name}'")
 
 
+def _intermediate_states(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number,
+                         chunk_size):
+    """fla's return_intermediate_states (inference only): o, the final state and h, the state at
+    the start of every chunk, [B, NT, HV, K, V] (packed: [1, sum of the sequences' NT, HV, K, V]),
+    from one forward call with options::checkpoints (the state after every chunk)."""
+    B, T, HV, V = v.shape
+    K = q.shape[-1]
+    lengths = [T] * B if cu_seqlens is None else (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+    chunks = [-(-n // chunk_size) for n in lengths]
+    dtype = torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else q.dtype
+    out = q.new_empty((B, T, HV, V))
+    final_state = q.new_empty((len(lengths), HV, K, V), dtype=dtype)
+    checkpoints = q.new_empty((len(lengths), max(chunks, default=0), HV, K, V), dtype=dtype)
+    _backend.forward(rule, form, q, k, v, extras, initial_state, cu_seqlens, scale, normalize_qk, number,
+                     chunk_size, True, out, final_state, checkpoints)
+    start = final_state.new_zeros(final_state.shape) if initial_state is None else initial_state.to(dtype)
+    h = [torch.cat([start[n:n + 1], checkpoints[n, :c - 1]]) if c else checkpoints[n, :0]
+         for n, c in enumerate(chunks)]
+    h = torch.stack(h) if cu_seqlens is None else torch.cat(h)[None]
+    return out, final_state, h
+
+
 def run(rule, form, q, k, v, extras, *, scale=None, initial_state=None, output_final_state=False,
         cu_seqlens=None, use_qk_l2norm_in_kernel=False, head_first=False, state_v_first=False, number=0.0,
-        chunk_size=64):
-    """Checks, converts, calls linattn::forward; returns (o, final_state or None).
+        chunk_size=64, intermediate_states=False):
+    """Checks, converts, calls linattn::forward; returns (o, final_state or None), and with
+    `intermediate_states` (fla's return_intermediate_states, no autograd) also h, the chunk-start
+    states.
 
     q, k [B, T, H, K]; v [B, T, HV, V]; extras per token [B, T, HV] or [B, T, HV, K]
     (head_first: T and the head dimension swapped); initial_state [N, HV, K, V]."""
@@ -108,6 +132,21 @@ def run(rule, form, q, k, v, extras, *, scale=None, initial_state=None, output_f
             initial_state = initial_state.transpose(-1, -2)
     if cu_seqlens is not None and cu_seqlens.device != q.device and q.device.type == "cpu":
         cu_seqlens = cu_seqlens.cpu()
+    if intermediate_states:
+        if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
+            raise ValueError("linattn: argument 'return_intermediate_states' is for inference: call it under "
+                             "torch.no_grad() or torch.inference_mode() (its results have no gradients)")
+        with torch.no_grad():
+            o, final_state, h = _intermediate_states(rule, form, q, k, v, extras, initial_state, cu_seqlens,
+                                                     float(scale), bool(use_qk_l2norm_in_kernel), float(number),
+                                                     int(chunk_size))
+        h = h.to(out_dtype).transpose(-1, -2) if state_v_first else h.to(out_dtype)
+        o = o.to(out_dtype)
+        if head_first:
+            o = o.transpose(1, 2)
+        if state_v_first:
+            final_state = final_state.transpose(-1, -2)
+        return o, final_state if output_final_state else None, h
     o, final_state = forward_op(rule, form, q, k, v, extras, initial_state, cu_seqlens, float(scale),
                                 bool(use_qk_l2norm_in_kernel), float(number), int(chunk_size),
                                 bool(output_final_state))

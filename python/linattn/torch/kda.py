@@ -56,8 +56,6 @@ def _kda(form, q, k, v, g, beta, scale, initial_state, output_final_state, use_q
         raise NotImplementedError("linattn: argument 'cp_context' (context parallelism) is not supported")
     _known(kwargs, ("cp_context", "A_log", "dt_bias", "lower_bound", "safe_gate", "disable_recompute", "cu_seqlens_cpu",
                     "chunk_indices", "return_intermediate_states"))
-    if kwargs.get("return_intermediate_states"):
-        raise NotImplementedError("linattn: argument 'return_intermediate_states' is not supported")
     check_tensor("g", g, 4)
     check_tensor("beta", beta, 3)
     g = _kda_gate(g, use_gate_in_kernel, kwargs.get("A_log"), kwargs.get("dt_bias"), kwargs.get("lower_bound"))
@@ -65,13 +63,16 @@ def _kda(form, q, k, v, g, beta, scale, initial_state, output_final_state, use_q
     return run("kda", form, q, k, v, [g, beta], scale=scale, initial_state=initial_state,
                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, head_first=kwargs.get("head_first", False),
-               state_v_first=state_v_first_of(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64))
+               state_v_first=state_v_first_of(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64),
+               intermediate_states=bool(kwargs.get("return_intermediate_states")))
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
               allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, **kwargs):
-    """KDA, chunkwise (the WY form with per-key decays). Returns (o, final_state or None).
+    """KDA, chunkwise (the WY form with per-key decays). Returns (o, final_state or None), and
+    with return_intermediate_states=True (inference only) also h [B, NT, HV, K, V], the state at
+    the start of every chunk (packed: [1, total chunks, HV, K, V]) in q's dtype, as fla does.
     chunk_size is 32 or 64, as in fla."""
     chunk_size = kwargs.get("chunk_size", 64)
     if chunk_size not in (32, 64):

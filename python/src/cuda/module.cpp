@@ -41,13 +41,15 @@ template <class Rule>
 void forward_cuda(const std::string& form, const array& q, const array& k, const array& v, const arrays& extras,
                   const array& out, const maybe_array& initial_state, const maybe_array& final_state,
                   const maybe_array& cu_seqlens, double scale, bool normalize_qk, double number, bool tf32,
-                  std::uintptr_t stream) {
+                  std::uintptr_t stream, const maybe_array& checkpoints) {
   if (form != "chunk" && form != "recurrent") bad_argument("form", "is '" + form + "', expected 'chunk' or 'recurrent'");
   with_element_type(q, [&](auto e) {
     using E = decltype(e);
     const auto in = make_inputs<Rule, E>(q, k, v, extras, number, memory::device);
     auto opt = make_options<float>(scale, normalize_qk, initial_state, final_state, cu_seqlens, memory::device, memory::any);
     opt.precision = tf32 ? product_precision::tf32 : product_precision::exact;
+    opt.checkpoints = as_view<float, 5>(checkpoints, "checkpoints", memory::device);
+    if (checkpoints) opt.checkpoint_every = 64;  // the chunk of the device kernels
     const auto o = as_view<E, 4>(out, "out", memory::device);
     const nb::gil_scoped_release unlocked;
     cuda_forward<Rule, E>(form == "chunk", in, o, opt, stream);
@@ -78,7 +80,7 @@ void bind_forward(nb::module_& m, const std::string& name) {
   using namespace nb::literals;
   m.def(("forward_" + name).c_str(), &forward_cuda<Rule>, "form"_a, "q"_a, "k"_a, "v"_a, "extras"_a, "out"_a,
         "initial_state"_a.none(), "final_state"_a.none(), "cu_seqlens"_a.none(), "scale"_a, "normalize_qk"_a, "number"_a,
-        "tf32"_a, "stream"_a);
+        "tf32"_a, "stream"_a, "checkpoints"_a.none() = nb::none());
 }
 
 /// `forward_<name>` and `backward_<name>`, for the rules with a CUDA chunkwise backward.

@@ -21,6 +21,17 @@
 
 namespace linattn::cpu {
 
+/// dst.row(j) = exp(p - b.row(first + j)) for j < rows, or exp(b.row(first + j) - p) with
+/// `to_pivot` false: row by row, so each exp is a packet expression (exp over Eigen's rowwise
+/// broadcast would call std::exp entry by entry).
+template <class Dst, class Bm, class P>
+void exp_rows(Dst&& dst, const Bm& b, index_t first, index_t rows, const P& p, bool to_pivot = true) {
+  for (index_t j = 0; j < rows; ++j) {
+    if (to_pivot) dst.row(j) = (p - b.row(first + j)).array().exp().matrix();
+    else dst.row(j) = (b.row(first + j) - p).array().exp().matrix();
+  }
+}
+
 template <class A>
 class per_key_scores {
  public:
@@ -51,11 +62,11 @@ class per_key_scores {
       if (a0 > 0) {
         const auto be = b.row(a0 - 1);
         auto Fa = Fa_.topRows(ma);  // exp(b_r - b_e)   [ma, K]
-        Fa = (b.middleRows(a0, ma).rowwise() - be).array().exp().matrix();
+        exp_rows(Fa, b, a0, ma, be, false);
         auto Rs = Rs_.topRows(ma);  // R ⊙ Fa
         Rs = R.middleRows(a0, ma).cwiseProduct(Fa);
         auto Ef = Ef_.topRows(a0);  // exp(b_e - b_i)   [a0, K]
-        Ef = ((-b.topRows(a0)).rowwise() + be).array().exp().matrix();
+        exp_rows(Ef, b, 0, a0, be);
         auto Cx = Cx_.topRows(a0);  // C ⊙ Ef
         Cx = Cm.topRows(a0).cwiseProduct(Ef);
         if constexpr (with_scores) S->block(a0, 0, ma, a0).noalias() = Rs * Cx.transpose();

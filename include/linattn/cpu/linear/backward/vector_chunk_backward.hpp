@@ -61,7 +61,7 @@ class vector_chunk_backward_worker {
       : C_(C), scores_(C, K), Q_(C, K), K_(C, K), V_(C, V), dO_(C, V), dU_(C, V), dY_(C, V), b_(C, K), eb_(C, K),
         ef_(C, K), Kf_(C, K), Kg_(C, K), dQ_(C, K), dK_(C, K), dQs_(C, K), dKs_(C, K), dKst_(C, K), dKr_(C, K),
         dKc_(C, K), dg_(C, K), P_(C, C), dP_(C, C), G_(C, C), M_(C, C), beta_(C), sq_(C), dbeta_(C), f_(K), bn_(K),
-        H_(K, V), dH_(K, V) {}
+        run_(K), H_(K, V), dH_(K, V) {}
 
   template <class Grads>
   void run(const inputs_t& in, const tensor_view<const T, 4>& dout, const Grads& gr, const backward_options<A>& opt,
@@ -109,12 +109,13 @@ class vector_chunk_backward_worker {
     const index_t K = K_.cols();
     load_rows(in.k, b, t0, hq, n, K_, A(1));
     load_rows(in.v, b, t0, hv, n, V_, A(1));
-    for (index_t d = 0; d < K; ++d) {  // as the forward: floored gates summed in double, one rounding per entry
-      double run = 0;
-      for (index_t r = 0; r < n; ++r) b_(r, d) = static_cast<A>(run += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d)));
+    run_.setZero();  // as the forward: floored gates summed in double, one rounding per entry
+    for (index_t r = 0; r < n; ++r) {
+      for (index_t d = 0; d < K; ++d) run_(d) += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d));
+      b_.row(r) = run_.template cast<A>();
     }
     bn_ = b_.row(n - 1);
-    ef_.topRows(n) = ex((-b_.topRows(n)).rowwise() + bn_);
+    exp_rows(ef_, b_, 0, n, bn_);
     Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ef_.topRows(n));
     if (full || corrects) eb_.topRows(n) = ex(b_.topRows(n));
     if constexpr (corrects) {
@@ -244,6 +245,7 @@ class vector_chunk_backward_worker {
   mat<A> P_, dP_, G_, M_;                  // [C, C]   scores / A, dP, G then dG, M
   col_vec<A> beta_, sq_, dbeta_;           // [C]
   row_vec<A> f_, bn_;                      // [K]
+  row_vec<double> run_;                    // [K]   running gate sums
   mat<A> H_, dH_;                          // [K, V]
 };
 
