@@ -51,6 +51,7 @@
 #include "../safe_coefficients.hpp"
 #include "chunk_passes.hpp"
 #include "gradient_io.hpp"
+#include "kept_corrections.hpp"
 #include "products.hpp"
 
 namespace linattn::cpu {
@@ -77,7 +78,7 @@ class chunk_backward_worker {
            const detail::problem& p, index_t seq, index_t hq, index_t hv, bool add) {
     const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq);
     const A scale = static_cast<A>(p.scale);
-    reserve(len);
+    if constexpr (corrects) kept_.reserve(len, V_.cols(), C_);
     chunk_passes<true>(
         opt, seq, hv, len, C_, starts_, H_, dH_,
         [&](mat<A>& H, index_t c0, index_t n) {  // pass 1 (and the Householder rules' U, X, M, G)
@@ -93,16 +94,6 @@ class chunk_backward_worker {
   }
 
  private:
-  /// The Householder rules' kept intermediates for a sequence of `len` tokens.
-  void reserve(index_t len) {
-    if constexpr (corrects)
-      if (Us_.rows() < len) {
-        const index_t rows = std::max(len, Us_.rows() * 2);
-        Us_.resize(rows, V_.cols()), Xs_.resize(rows, V_.cols());
-        Ms_.resize(rows, C_), Gs_.resize(rows, C_);
-      }
-  }
-
   /// The chunk's keys (and K^T), gates and steps; with `full` its queries and dO, else its
   /// values (pass 1, and the additive rules' U = V in pass 2).
   void load(const inputs_t& in, const tensor_view<const T, 4>& dout, index_t b, index_t t0, index_t n, index_t hq,
@@ -153,8 +144,7 @@ class chunk_backward_worker {
     X = V_.topRows(n);
     product<A>(X, K_.topRows(n), op::none, H0, alpha_.data() + n, A(1));  // X -= diag(Gam) K H0
     product<A>(U, Am, op::none, X, nullptr, A(0), triangle::lower_a, 0);
-    stream_block(Gs_.block(c0, 0, n, n), G), stream_block(Ms_.block(c0, 0, n, n), M);
-    stream_block(Xs_.middleRows(c0, n), X), stream_block(Us_.middleRows(c0, n), U);
+    kept_.keep(c0, n, G, M, X, U);
   }
 
   /// The chunk's values in pass 1: U (Householder, in dU_ after corrections) or V.
@@ -165,7 +155,7 @@ class chunk_backward_worker {
 
   /// The chunk's values: U (Householder, kept by pass 1) or V.
   auto values(index_t c0, index_t n) const {
-    if constexpr (corrects) return Us_.middleRows(c0, n);
+    if constexpr (corrects) return kept_.values(c0, n);
     else return V_.topRows(n);
   }
 
@@ -211,9 +201,9 @@ class chunk_backward_worker {
     product_lower_transposed<A>(dU, P, dO, A(1));
     index_t rows = n;  // rows of R = [dO; dX]
     if constexpr (corrects) {
-      const auto X = Xs_.middleRows(c0, n), G = Gs_.block(c0, 0, n, n);
+      const auto X = kept_.rhs(c0, n), G = kept_.gram(c0, n);
       auto dY = dY_.topRows(n), dA = dA_.topLeftCorner(n, n), dG = T_.topLeftCorner(n, n);
-      product_lower_transposed<A>(dY, Ms_.block(c0, 0, n, n), dU);  // M^T dU
+      product_lower_transposed<A>(dY, kept_.inverse(c0, n), dU);  // M^T dU
       product<A>(dA, dY, op::none, Ut_.leftCols(n), nullptr, A(0), triangle::lower_c, -1);  // -dA
       // dA = -stril(dY U^T); dbeta; Z += dA ⊙ A (A = diag(beta) G); dG = diag(beta) (dA ⊙ D),
       // symmetrised: dG + dG^T (the Gram is symmetric), zero diagonal.
@@ -269,15 +259,7 @@ class chunk_backward_worker {
   template <class Grads>
   void store(const inputs_t& in, const Grads& gr, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale,
              bool add) {
-    if constexpr (corrects) {
-      // beta(input, ||k||^2): d input = dbeta d beta / d input; dk += 2 dbeta (d beta / d ||k||^2) k.
-      for (index_t r = 0; r < n; ++r) {
-        const beta_partials<A> bp = Rule::beta_derivatives(in, b, t0 + r, hv, sq_(r));
-        if (bp.d_key_sqnorm != A(0)) dK_.row(r) += (A(2) * dbeta_(r) * bp.d_key_sqnorm) * K_.row(r);
-        dbeta_(r) *= bp.d_input;
-      }
-      store_token_gradients(Rule::beta_gradient(gr), b, t0, hv, n, dbeta_);
-    }
+    if constexpr (corrects) store_beta_gradients<Rule>(in, gr, b, t0, hv, n, dbeta_, sq_, dK_, K_);
     store_gradient_rows(gr.dq, b, t0, hq, n, W_, scale, add);
     store_gradient_rows(gr.dk, b, t0, hq, n, dK_, A(1), add);
     if constexpr (corrects) store_gradient_rows(gr.dv, b, t0, hv, n, R_.middleRows(n, n), A(1), false);  // dV = dX
@@ -287,7 +269,7 @@ class chunk_backward_worker {
 
   index_t C_;
   std::vector<mat<A>> starts_;  // [chunks] chunk-start states   [K, V] each
-  mat<A> Us_, Xs_, Ms_, Gs_;    // Householder, kept by pass 1: [L, V], [L, V], [L, C], [L, C]
+  kept_corrections<A> kept_;    // the delta rules' U, X, M, G from pass 1 (kept_corrections.hpp)
   mat<A> Q_, K_, Kt_, V_, Ut_;  // [C, K], [C, K], [K, C], [C, V], [V, C]   q scaled
   mat<A> R_, W_, L_;            // [2C, V], [2C, K], [2C, K]  [dO; dX], [dQ; dK_x], [Gam Q; -Gam K]
   mat<A> dU_, dY_, dK_;         // [C, V], [C, V], [C, K]

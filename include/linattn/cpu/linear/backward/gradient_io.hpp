@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../../../core/backward.hpp"
 #include "../../../core/coefficient_view.hpp"
 #include "../../../core/tensor_view.hpp"
 #include "../../io/token_io.hpp"
@@ -93,6 +94,21 @@ template <class View, class Src>
 void store_token_gradients(const View& out, index_t b, index_t t0, index_t hv, index_t rows, const Src& src) {
   if (!out.given()) return;
   for (index_t r = 0; r < rows; ++r) store_value(out, src(r), b, t0 + r, hv);
+}
+
+/// A Householder rule's step gradients of rows [0, rows): beta(input, ||k||^2) gives
+/// d input = dbeta d beta / d input (stored into Rule::beta_gradient(gr)) and
+/// dk += 2 dbeta (d beta / d ||k||^2) k. dbeta [C] is scaled in place; sq [C] holds ||k||^2.
+template <class Rule, class Inputs, class Grads, class DBeta, class Sq, class DK, class Keys>
+void store_beta_gradients(const Inputs& in, const Grads& gr, index_t b, index_t t0, index_t hv, index_t rows,
+                          DBeta& dbeta, const Sq& sq, DK& dK, const Keys& K) {
+  using A = typename DBeta::Scalar;
+  for (index_t r = 0; r < rows; ++r) {
+    const beta_partials<A> bp = Rule::beta_derivatives(in, b, t0 + r, hv, sq(r));
+    if (bp.d_key_sqnorm != A(0)) dK.row(r) += (A(2) * dbeta(r) * bp.d_key_sqnorm) * K.row(r);
+    dbeta(r) *= bp.d_input;
+  }
+  store_token_gradients(Rule::beta_gradient(gr), b, t0, hv, rows, dbeta);
 }
 
 }  // namespace linattn::cpu

@@ -46,6 +46,7 @@
 #include "../safe_coefficients.hpp"
 #include "chunk_passes.hpp"
 #include "gradient_io.hpp"
+#include "kept_corrections.hpp"
 #include "per_key_scores.hpp"
 
 namespace linattn::cpu {
@@ -68,7 +69,7 @@ class vector_chunk_backward_worker {
            const detail::problem& p, index_t seq, index_t hq, index_t hv, bool add) {
     const index_t b = p.batch(seq), t0 = p.start(seq), len = p.length(seq);
     const A scale = static_cast<A>(p.scale);
-    reserve(len);
+    if constexpr (corrects) kept_.reserve(len, V_.cols(), C_);
     chunk_passes<corrects>(
         opt, seq, hv, len, C_, starts_, H_, dH_,
         [&](mat<A>& H, index_t c0, index_t n) {
@@ -90,16 +91,6 @@ class vector_chunk_backward_worker {
   template <class E>
   static auto ex(const Eigen::DenseBase<E>& x) {
     return x.derived().array().exp().matrix();
-  }
-
-  /// KDA's kept intermediates for a sequence of `len` tokens.
-  void reserve(index_t len) {
-    if constexpr (corrects)
-      if (Us_.rows() < len) {
-        const index_t rows = std::max(len, Us_.rows() * 2);
-        Us_.resize(rows, V_.cols()), Xs_.resize(rows, V_.cols());
-        Ms_.resize(rows, C_), Gs_.resize(rows, C_);
-      }
   }
 
   /// Keys, values, gate cumsums and the write factors (queries and dO with `full`); KDA's
@@ -144,13 +135,12 @@ class vector_chunk_backward_worker {
     X.noalias() -= Kg_.topRows(n) * H0;
     Am = M * beta_.head(n).asDiagonal();
     U.noalias() = Am.template triangularView<Eigen::Lower>() * X;
-    stream_block(Gs_.block(c0, 0, n, n), G), stream_block(Ms_.block(c0, 0, n, n), M);
-    stream_block(Xs_.middleRows(c0, n), X), stream_block(Us_.middleRows(c0, n), U);
+    kept_.keep(c0, n, G, M, X, U);
   }
 
   /// The chunk's values: U (KDA, kept by pass 1) or V.
   auto values(index_t c0, index_t n) const {
-    if constexpr (corrects) return Us_.middleRows(c0, n);
+    if constexpr (corrects) return kept_.values(c0, n);
     else return V_.topRows(n);
   }
 
@@ -175,9 +165,9 @@ class vector_chunk_backward_worker {
     for (index_t r = 0; r < n; ++r) P(r, r) = Q.row(r).dot(K.row(r));
     dU.noalias() += P.template triangularView<Eigen::Lower>().transpose() * dO;
     if constexpr (corrects) {
-      const auto X = Xs_.middleRows(c0, n), G = Gs_.block(c0, 0, n, n);
+      const auto X = kept_.rhs(c0, n), G = kept_.gram(c0, n);
       auto dY = dY_.topRows(n), dA = G_.topLeftCorner(n, n);
-      dY.noalias() = Ms_.block(c0, 0, n, n).template triangularView<Eigen::Lower>().transpose() * dU;
+      dY.noalias() = kept_.inverse(c0, n).template triangularView<Eigen::Lower>().transpose() * dU;
       dA.noalias() = dY * U.transpose();  // becomes -dA, then dG = diag(beta) dA
       for (index_t r = 0; r < n; ++r) {
         auto a = dA.row(r).head(r);
@@ -220,15 +210,7 @@ class vector_chunk_backward_worker {
   template <class Grads>
   void store(const inputs_t& in, const Grads& gr, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale,
              bool add) {
-    if constexpr (corrects) {
-      // beta(input, ||k||^2): d input = dbeta d beta / d input; dk += 2 dbeta (d beta / d ||k||^2) k.
-      for (index_t r = 0; r < n; ++r) {
-        const beta_partials<A> bp = Rule::beta_derivatives(in, b, t0 + r, hv, sq_(r));
-        if (bp.d_key_sqnorm != A(0)) dK_.row(r) += (A(2) * dbeta_(r) * bp.d_key_sqnorm) * K_.row(r);
-        dbeta_(r) *= bp.d_input;
-      }
-      store_token_gradients(Rule::beta_gradient(gr), b, t0, hv, n, dbeta_);
-    }
+    if constexpr (corrects) store_beta_gradients<Rule>(in, gr, b, t0, hv, n, dbeta_, sq_, dK_, K_);
     store_gradient_rows(gr.dq, b, t0, hq, n, dQ_, scale, add);
     store_gradient_rows(gr.dk, b, t0, hq, n, dK_, A(1), add);
     store_rows(gr.dv, b, t0, hv, n, dU_);  // dV: dU (additive) or dX (KDA)
@@ -238,7 +220,7 @@ class vector_chunk_backward_worker {
   index_t C_;
   per_key_scores<A> scores_;
   std::vector<mat<A>> starts_;  // [chunks] chunk-start states   [K, V] each
-  mat<A> Us_, Xs_, Ms_, Gs_;    // KDA, kept by pass 1: [L, V], [L, V], [L, C], [L, C]
+  kept_corrections<A> kept_;    // the delta rules' U, X, M, G from pass 1 (kept_corrections.hpp)
   mat<A> Q_, K_, V_, dO_, dU_, dY_;        // [C, K] / [C, V]   q scaled; dU_: U (pass 1), dU then dV (pass 2)
   mat<A> b_, eb_, ef_, Kf_, Kg_;           // [C, K]   cumsum, exp(b), exp(b_n - b), K ⊙ ef, K ⊙ eb
   mat<A> dQ_, dK_, dQs_, dKs_, dKst_, dKr_, dKc_, dg_;  // [C, K]
