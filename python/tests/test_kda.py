@@ -173,5 +173,7 @@ def test_return_intermediate_states(chunk_size):
                 reference("kda", q[:, a:t], k[:, a:t], v[:, a:t], g[:, a:t], beta[:, a:t])[1][0]
             close(h[0, row], want, 1e-10)  # zeros first (no initial state): exactly
             row += 1
+    with torch.no_grad():  # fla's fused_recurrent_kda takes the flag and ignores it
+        assert len(la.fused_recurrent_kda(q, k, v, g, beta, cu_seqlens=cu, return_intermediate_states=True)) == 2
     with pytest.raises(ValueError, match="'return_intermediate_states'.*inference"):
         la.chunk_kda(q.requires_grad_(), k, v, g, beta, cu_seqlens=cu, return_intermediate_states=True)

@@ -64,7 +64,7 @@ def _kda(form, q, k, v, g, beta, scale, initial_state, output_final_state, use_q
                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, head_first=kwargs.get("head_first", False),
                state_v_first=state_v_first_of(state_v_first, kwargs), chunk_size=kwargs.get("chunk_size", 64),
-               intermediate_states=bool(kwargs.get("return_intermediate_states")))
+               intermediate_states=form == "chunk" and bool(kwargs.get("return_intermediate_states")))
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -84,7 +84,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
 def fused_recurrent_kda(q, k, v, g, beta=None, scale=None, initial_state=None, output_final_state=False,
                         use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                         allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, **kwargs):
-    """KDA token by token (recurrent form); beta defaults to ones."""
+    """KDA token by token (recurrent form); beta defaults to ones. return_intermediate_states is
+    taken and ignored, as fla's fused_recurrent_kda does."""
     if beta is None:
         check_tensor("v", v, 4)
         beta = v.new_ones(v.shape[:3])
