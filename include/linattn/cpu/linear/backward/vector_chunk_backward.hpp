@@ -93,13 +93,13 @@ class vector_chunk_backward_worker {
     return x.derived().array().exp().matrix();
   }
 
-  /// Keys, values, gate cumsums and the write factors (queries and dO with `full`); KDA's
-  /// steps and decayed keys K ⊙ Gam.
+  /// Keys, gate cumsums and the write factors, values but in KDA's pass 2 (queries and dO with
+  /// `full`); KDA's steps and decayed keys K ⊙ Gam.
   void load(const inputs_t& in, const tensor_view<const T, 4>& dout, index_t b, index_t t0, index_t n, index_t hq,
             index_t hv, A scale, bool full) {
     const index_t K = K_.cols();
     load_rows(in.k, b, t0, hq, n, K_, A(1));
-    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    if (!full || !corrects) load_rows(in.v, b, t0, hv, n, V_, A(1));  // KDA's pass 2 reads the kept X and U
     run_.setZero();  // as the forward: floored gates summed in double, one rounding per entry
     for (index_t r = 0; r < n; ++r) {
       for (index_t d = 0; d < K; ++d) run_(d) += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d));
