@@ -281,6 +281,38 @@ row forward_per_key(int B, int T, int H, int D, int reps, double bw) {
   return {std::string(Rule::name) + " bf16+fp32 g chunkwise", B, T, H, D, ms, bytes / bw * 1e3};
 }
 
+/// The chunkwise backward of a per-key decay rule (VectorDecay / GLA or KDA) as forward_per_key
+/// sets it up, as fla's chunk_gla / chunk_kda backward: bf16 dq, dk, dv, fp32 dg [B, T, H, D]
+/// (and dbeta); with `with_forward`, the forward and the backward in one timed call.
+template <class Rule>
+row backward_per_key(int B, int T, int H, int D, int reps, double bw, bool with_forward) {
+  const gated_delta_buffers x(B, T, H, D, 15, true);
+  float* g = device_random<float>(x.tok * D, 16, fill_kind::log_gate);
+  const auto in = per_key_inputs<Rule>(x, g);
+  E* dout = device_random<E>(x.qk, 21, fill_kind::normal);
+  E *dq, *dk, *dv;
+  float *dg, *db;
+  for (E** p : {&dq, &dk, &dv}) ok(cudaMalloc(p, std::size_t(x.qk) * sizeof(E)), "cudaMalloc");
+  ok(cudaMalloc(&dg, std::size_t(x.tok) * D * sizeof(float)), "cudaMalloc");
+  ok(cudaMalloc(&db, std::size_t(x.tok) * sizeof(float)), "cudaMalloc");
+  typename Rule::template gradients<E> gr{};
+  gr.dq = la::view(dq, B, T, H, D), gr.dk = la::view(dk, B, T, H, D), gr.dv = la::view(dv, B, T, H, D);
+  gr.dg = la::coefficient_gradient_view<E, 4>(la::view(dg, B, T, H, D));
+  if constexpr (requires { gr.dbeta; }) gr.dbeta = la::coefficient_gradient_view<E, 3>(la::view(db, B, T, H));
+  la::options<float> fwd;
+  fwd.final_state = x.states();
+  const la::tensor_view<const E, 4> grad_out = la::view<const E>(dout, B, T, H, D);
+  const double ms = median_ms([&] {
+    if (with_forward) la::cuda::chunkwise_forward<Rule>(in, x.out(), fwd);
+    la::cuda::chunkwise_backward<Rule>(in, grad_out, gr);
+  }, reps);
+  for (void* p : {(void*)g, (void*)dout, (void*)dq, (void*)dk, (void*)dv, (void*)dg, (void*)db}) cudaFree(p);
+  // memory floor: read q, k, v, dO and g (and beta) once, write their gradients once
+  const double bytes = double(x.qk) * 7 * sizeof(E) + double(x.tok) * D * 8 + double(x.tok) * 8;
+  return {std::string(Rule::name) + " bf16+fp32 g " + (with_forward ? "fwd+bwd" : "backward"), B, T, H, D, ms,
+          bytes / bw * 1e3};
+}
+
 /// The same decode step with the states in a pool of 2B slots, sequence n in slot
 /// 2(B - 1 - n) + 1 (options::state_indices in host memory: validated on the host and
 /// uploaded with the call, no synchronisation); the bytes moved are those of contiguous decode.
@@ -339,7 +371,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--shape" && i + 1 < argc) only = std::atoi(argv[++i]);  // one chunkwise shape (for profilers)
     else if (a == "--backward") profile_backward = true;                     // ... its backward instead
-    else if (a == "--per-key") profile_per_key = true;                       // ... KDA's and VectorDecay's forward instead
+    else if (a == "--per-key") profile_per_key = true;                       // ... KDA's and VectorDecay's forward (or backward)
     else if (a == "--decode" && i + 1 < argc) decode_only = std::atoi(argv[++i]);  // the decode rows of one B
     else if (a == "--recurrent") recurrent_only = true;                      // the recurrent row alone
   }
@@ -363,7 +395,10 @@ int main(int argc, char** argv) {
   }
   if (only >= 0) {
     const auto& s = shapes[only];
-    if (profile_per_key) {
+    if (profile_per_key && profile_backward) {
+      rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, false));
+      rows.push_back(backward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw, false));
+    } else if (profile_per_key) {
       rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
       rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
     } else {
@@ -382,6 +417,9 @@ int main(int argc, char** argv) {
   for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true, true));
   for (const auto& s : shapes) rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
   for (const auto& s : shapes) rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
+  for (const auto& s : shapes) rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, false));
+  for (const auto& s : shapes) rows.push_back(backward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw, false));
+  for (const auto& s : shapes) rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, true));
   rows.push_back(recurrent_row());
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));

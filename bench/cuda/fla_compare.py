@@ -64,24 +64,27 @@ def time_graph_ms(fn, reps=50):
     return statistics.median(times)
 
 
-def fla_training_step(q, k, v, gate, beta, with_forward_time):
+def fla_training_step(q, k, v, gate, beta, with_forward_time, call=None):
     """fla's forward + backward through autograd (the fwd+bwd rows), or its backward alone: the
     backward of a forward already run (the graph is kept), the backward rows. fla-core 0.6
     refuses its gated backward on Hopper with Triton < 3.7.1 (its issue #640: the results can be
-    wrong); the guard is switched off here for timing only, never for results."""
+    wrong); the guard is switched off here for timing only, never for results. `call(q, k, v,
+    gate, beta)` is the fla call differentiated (default chunk_gated_delta_rule)."""
     import sys
     for name, mod in list(sys.modules.items()):
         if name.startswith("fla.") and hasattr(mod, "IS_NVIDIA_HOPPER"):
             mod.IS_NVIDIA_HOPPER = False
+    if call is None:
+        call = lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g=g, beta=b, output_final_state=True)
     leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v, gate, beta)]
     dout = torch.randn(q.shape, device=q.device, dtype=q.dtype, generator=torch.Generator(device="cuda").manual_seed(1))
     if with_forward_time:
         def step():
-            o, _ = chunk_gated_delta_rule(*leaves[:3], g=leaves[3], beta=leaves[4], output_final_state=True)
-            return torch.autograd.grad(o, leaves, dout)
+            o, _ = call(*leaves)
+            return torch.autograd.grad(o, leaves, dout, allow_unused=True)
         return step
-    o, _ = chunk_gated_delta_rule(*leaves[:3], g=leaves[3], beta=leaves[4], output_final_state=True)
-    return lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True)
+    o, _ = call(*leaves)
+    return lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True, allow_unused=True)
 
 
 def main():
@@ -102,7 +105,15 @@ def main():
         B, T, H, D = r["B"], r["T"], r["H"], r["D"]
         q, k, v, gate, beta = inputs(B, T, H, D)
         if r["name"].endswith("backward") or r["name"].endswith("fwd+bwd"):
-            fn = fla_training_step(q, k, v, gate, beta, with_forward_time=r["name"].endswith("fwd+bwd"))
+            call = None
+            if r["name"].startswith(("KDA", "VectorDecay")):  # fp32 per-key g [B, T, H, K] (and beta), as ours
+                gate = F.logsigmoid(torch.randn(B, T, H, D, device="cuda") + 3.0)
+                beta = beta.float()
+                if r["name"].startswith("KDA"):
+                    call = lambda q, k, v, g, b: chunk_kda(q, k, v, g=g, beta=b, output_final_state=True)
+                else:
+                    call = lambda q, k, v, g, b: chunk_gla(q, k, v, g=g, output_final_state=True)
+            fn = fla_training_step(q, k, v, gate, beta, with_forward_time=r["name"].endswith("fwd+bwd"), call=call)
         elif r["name"].startswith(("KDA", "VectorDecay")) and r["name"].endswith("chunkwise"):
             gk = F.logsigmoid(torch.randn(B, T, H, D, device="cuda") + 3.0)  # fp32 [B, T, H, K], as ours
             if r["name"].startswith("KDA"):

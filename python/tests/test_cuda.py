@@ -162,7 +162,7 @@ def test_backward_on_cuda_tensors(name, call, rule, takes):
         warnings.simplefilter("always")
         got = torch.autograd.grad(loss(dev), dev, allow_unused=True)
     copied = [w for w in seen if "backward" in str(w.message) and "host copies" in str(w.message)]
-    if rule in ("hebbian", "scalar_decay", "delta", "gated_delta", "longhorn"):
+    if rule in ("hebbian", "scalar_decay", "vector_decay", "delta", "gated_delta", "longhorn", "kda"):
         assert not copied, [str(w.message) for w in copied]
     for a, b in zip(got, want):
         assert (a is None) == (b is None)
@@ -272,17 +272,21 @@ def test_per_key_packed_with_qk_norm(name, call, rule, HV):
     close(s.cpu(), want_s, 2e-4)
 
 
-def test_per_key_backward_runs_on_host_copies():
-    """chunk_gla's forward runs on the device, its backward (no CUDA kernel for per-key decays)
-    on host copies with a warning: gradients on the device, equal to the CPU's."""
-    q, k, v, g, _ = make_inputs(T=70, HV=2, K=64, V=64, gate="key")
-    leaves = [x.clone().requires_grad_() for x in (q, k, v, g)]
-    dev = [x.cuda().requires_grad_() for x in (q, k, v, g)]
-    want = torch.autograd.grad(la.chunk_gla(*leaves)[0].square().sum(), leaves)
-    o, _ = _device_call(la.chunk_gla, *dev)
-    la._backend._warned.clear()
-    with pytest.warns(RuntimeWarning, match="host copies"):
-        got = torch.autograd.grad(o.square().sum(), dev)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_per_key_backward_on_the_device(dtype):
+    """chunk_gla's forward and backward both run on the device (no host copies), packed with a
+    one-token and an empty sequence and an initial state: gradients equal to the CPU's."""
+    cu = torch.tensor([0, 1, 70, 70, 130])
+    q, k, v, g, _ = make_inputs(B=1, T=130, HV=2, K=64, V=128, gate="key")
+    h0 = make_state(4, 2, 64, 128)
+    xs = [x.to(dtype) if x.is_floating_point() and i < 3 else x for i, x in enumerate((q, k, v, g, h0))]
+    leaves = [x.float().clone().requires_grad_() for x in xs]
+    dev = [x.cuda().requires_grad_() for x in xs]
+    loss = lambda o, s: o.float().square().sum() + (s * s.detach().cos()).sum()
+    want = torch.autograd.grad(loss(*la.chunk_gla(*leaves[:4], initial_state=leaves[4], output_final_state=True,
+                                                  cu_seqlens=cu)), leaves)
+    o, s = _device_call(la.chunk_gla, *dev[:4], initial_state=dev[4], output_final_state=True, cu_seqlens=cu.cuda())
+    got = _device_call(torch.autograd.grad, loss(o, s), dev)
     for a, b in zip(got, want):
         assert a.is_cuda
-        close(a.cpu(), b, 2e-4)
+        close(a.float().cpu(), b, 2e-4 if dtype == torch.float32 else 2e-2)

@@ -22,9 +22,11 @@ backward_outcome run_backward_typed(const ref::problem& p, const std::vector<dou
   device_tensor<E> dq({d.B, d.T, d.H, d.K}, c.head_first), dk({d.B, d.T, d.H, d.K}, c.head_first);
   device_tensor<E> dv({d.B, d.T, d.HV, d.V}, c.head_first);
   const std::size_t per_token = std::size_t(d.B) * d.T * d.HV;
+  constexpr bool per_key = Rule::decay == la::decay_kind::vector;  // dg [B, T, HV, K]
+  const std::size_t gate_count = per_token * (per_key ? std::size_t(d.K) : 1);
   // dg, dbeta: in E, or in float under mixed precision
   const std::size_t coefficient_bytes = c.float_coefficients ? sizeof(float) : sizeof(E);
-  device_memory dg(per_token * coefficient_bytes), dbeta(per_token * coefficient_bytes);
+  device_memory dg(gate_count * coefficient_bytes), dbeta(per_token * coefficient_bytes);
   const index_t N = p.sequences();
   const std::size_t state_elems = std::size_t(N) * d.HV * d.K * d.V;
   device_memory s0(state_elems * sizeof(float)), ds1(state_elems * sizeof(float)), ds0(state_elems * sizeof(float));
@@ -50,7 +52,13 @@ backward_outcome run_backward_typed(const ref::problem& p, const std::vector<dou
     if (c.float_coefficients) return view_t(la::view(m.as<float>(), index_t(d.B), index_t(d.T), index_t(d.HV)));
     return view_t(la::view(m.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV)));
   };
-  if constexpr (requires { gr.dg; }) gr.dg = per_token_view(dg);
+  if constexpr (per_key) {
+    using view_t = la::coefficient_gradient_view<E, 4>;
+    gr.dg = c.float_coefficients ? view_t(la::view(dg.as<float>(), index_t(d.B), index_t(d.T), index_t(d.HV), index_t(d.K)))
+                                 : view_t(la::view(dg.as<E>(), index_t(d.B), index_t(d.T), index_t(d.HV), index_t(d.K)));
+  } else if constexpr (requires { gr.dg; }) {
+    gr.dg = per_token_view(dg);
+  }
   if constexpr (requires { gr.dbeta; }) gr.dbeta = per_token_view(dbeta);
   if constexpr (requires { gr.ddelta; }) gr.ddelta = per_token_view(dbeta);
   la::cuda::chunkwise_backward<Rule>(dp.in, dout.view, gr, opt);
@@ -58,16 +66,16 @@ backward_outcome run_backward_typed(const ref::problem& p, const std::vector<dou
 
   backward_outcome r;
   r.dq = dq.get(), r.dk = dk.get(), r.dv = dv.get();
-  const auto per_token_values = [&](device_memory& m) {
+  const auto per_token_values = [&](device_memory& m, std::size_t count) {
     if (c.float_coefficients) return read_floats(m);
-    std::vector<E> host(per_token);
-    ok(cudaMemcpy(host.data(), m.as<E>(), per_token * sizeof(E), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
-    std::vector<double> x(per_token);
-    for (std::size_t i = 0; i < per_token; ++i) x[i] = la::cuda::detail::to_float(host[i]);
+    std::vector<E> host(count);
+    ok(cudaMemcpy(host.data(), m.as<E>(), count * sizeof(E), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    std::vector<double> x(count);
+    for (std::size_t i = 0; i < count; ++i) x[i] = la::cuda::detail::to_float(host[i]);
     return x;
   };
-  if constexpr (requires { gr.dg; }) r.dg = per_token_values(dg);
-  if constexpr (requires { gr.dbeta; } || requires { gr.ddelta; }) r.dbeta = per_token_values(dbeta);
+  if constexpr (requires { gr.dg; }) r.dg = per_token_values(dg, gate_count);
+  if constexpr (requires { gr.dbeta; } || requires { gr.ddelta; }) r.dbeta = per_token_values(dbeta, per_token);
   r.ds0 = read_floats(ds0);
   for (const auto* v : {&r.dq, &r.dk, &r.dv, &r.dg, &r.dbeta, &r.ds0})
     for (double x : *v)

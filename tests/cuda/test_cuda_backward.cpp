@@ -96,14 +96,14 @@ void check_backward(std::mt19937_64& rng, const backward_case& bc, dtype t, harn
 }  // namespace
 
 TEMPLATE_TEST_CASE("cuda chunkwise_backward matches the float64 CPU backward", "[cuda][backward]", la::Hebbian,
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(20261124);
   for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
     for (const auto& bc : backward_cases()) check_backward<TestType>(rng, bc, t, harness::gates::mild);
 }
 
 TEMPLATE_TEST_CASE("cuda chunkwise_backward with strong gates and large steps", "[cuda][backward][gates]",
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(31);
   const backward_case bc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
   for (dtype t : {dtype::f32, dtype::bf16}) {
@@ -113,7 +113,8 @@ TEMPLATE_TEST_CASE("cuda chunkwise_backward with strong gates and large steps", 
 }
 
 TEMPLATE_TEST_CASE("cuda chunkwise_backward with 16-bit q, k, v and float gates, betas and their gradients",
-                   "[cuda][backward][mixed]", la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   "[cuda][backward][mixed]", la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay,
+                   la::KDA) {
   std::mt19937_64 rng(41);
   const std::vector<backward_case> cases{
       {"B2 T150 H2 HV4 K64 V128, float gates and betas", {2, 150, 2, 4, 64, 128}, {}, {.float_coefficients = true}},
@@ -125,7 +126,7 @@ TEMPLATE_TEST_CASE("cuda chunkwise_backward with 16-bit q, k, v and float gates,
 }
 
 TEMPLATE_TEST_CASE("cuda chunkwise_backward through options::normalize_qk", "[cuda][backward][qk_norm]", la::Hebbian,
-                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn) {
+                   la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(61);
   const std::vector<backward_case> cases{
       {"B2 T150 H2 HV4 K64 V128, normalised in the call", {2, 150, 2, 4, 64, 128}, {}, {.normalize_qk = true}},
@@ -137,15 +138,16 @@ TEMPLATE_TEST_CASE("cuda chunkwise_backward through options::normalize_qk", "[cu
     for (const auto& bc : cases) check_backward<TestType>(rng, bc, t, harness::gates::mild);
 }
 
-TEST_CASE("cuda chunkwise_backward gives the same bits on every call", "[cuda][backward]") {
+TEMPLATE_TEST_CASE("cuda chunkwise_backward gives the same bits on every call", "[cuda][backward]", la::GatedDelta,
+                   la::KDA) {
   std::mt19937_64 rng(3);
   const ref::dims d{2, 200, 2, 4, 128, 64};
-  auto p = harness::backward_problem<la::GatedDelta>(rng, d);
+  auto p = harness::backward_problem<TestType>(rng, d);
   cuda_tests::round_inputs(p, dtype::bf16);
   auto s = harness::make_seeds(rng, p);
   cuda_tests::round_values(s.dout, dtype::bf16);
-  const auto a = cuda_tests::run_backward<la::GatedDelta>(p, s.dout, s.ds1, dtype::bf16, {});
-  const auto b = cuda_tests::run_backward<la::GatedDelta>(p, s.dout, s.ds1, dtype::bf16, {});
+  const auto a = cuda_tests::run_backward<TestType>(p, s.dout, s.ds1, dtype::bf16, {});
+  const auto b = cuda_tests::run_backward<TestType>(p, s.dout, s.ds1, dtype::bf16, {});
   CHECK(a.dq == b.dq);
   CHECK(a.dk == b.dk);
   CHECK(a.dv == b.dv);

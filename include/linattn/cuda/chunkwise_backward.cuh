@@ -8,6 +8,9 @@
 ///   3. chunk_state_grads  the gradients of the chunk-end states            sequential, in reverse
 ///      (2 and 3 side by side in one launch: chunk_state_passes)
 ///   4. chunk_gradients dq, dk, dv, dg, dbeta of every chunk                parallel over chunks
+/// Per-key decays (VectorDecay, KDA) run their own pass 1 (KDA) and pass 4, which take the
+/// chunk's per-key decays element by element, and one more launch that sums dq and dk over the
+/// value heads of each q/k head (kernels/backward/chunk_gradients_per_key.cuh).
 /// Every product is a tensor-core product of fp32 tiles (three TF32 products per step for float
 /// inputs, one for 16-bit inputs); the gradients are written in the input type, the state
 /// gradient in fp32. No atomics: the same
@@ -16,6 +19,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "../core/backward.hpp"
@@ -27,6 +31,7 @@
 #include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
 #include "kernels/backward/chunk_gradients.cuh"
+#include "kernels/backward/chunk_gradients_per_key.cuh"
 #include "kernels/backward/chunk_state_passes.cuh"
 #include "kernels/backward/chunk_wy.cuh"
 #include "tile/dims.cuh"
@@ -40,7 +45,7 @@ namespace linattn::cuda {
 /// memory (read on the host, which synchronises); options::chunk_size is accepted as on the
 /// CPU and does not change the result (the kernels use chunks of 32). Workspace from the
 /// library's pool: 8 K V bytes per 32 tokens and value head, plus 8 (K + V) bytes per token and
-/// value head for the delta rules. Throws linattn::error before anything is queued when an
+/// value head for the delta rules and 8 K for per-key decays. Throws linattn::error before anything is queued when an
 /// argument is invalid.
 template <rule Rule, class G>
 void chunkwise_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
@@ -53,8 +58,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   const tensor_view<const E, 4> dout = grad_out;
   const detail::host_seqlens cu(opt.cu_seqlens);
   const detail::problem p = detail::validate_backward<Rule, E>(in, dout, grads, opt, cu);
-  constexpr bool corrects = detail::corrects<Rule>;
-  const detail::backward_plan plan(p, corrects, detail::multiprocessors());
+  constexpr bool corrects = detail::corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
+  const detail::backward_plan plan(p, corrects, per_key, detail::multiprocessors());
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::backward_args<Rule, E> args(qk.inputs(), dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);
@@ -63,20 +68,37 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
     using detail::launch;
-    if (corrects && plan.n_chunks > 0)
-      launch<detail::chunk_wy_storage<K, V>>(detail::chunk_wy_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
-                                             "chunk_wy_kernel");
+    if constexpr (corrects && per_key) {
+      if (plan.n_chunks > 0)
+        launch<detail::chunk_wy_per_key_storage<K, V>>(detail::chunk_wy_per_key_kernel<Rule, E, K, V>, plan.chunk_grid,
+                                                       args, stream, "chunk_wy_per_key_kernel");
+    } else if constexpr (corrects) {
+      if (plan.n_chunks > 0)
+        launch<detail::chunk_wy_storage<K, V>>(detail::chunk_wy_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
+                                               "chunk_wy_kernel");
+    }
     const auto state_passes = [&](auto columns) {
       constexpr int BV = decltype(columns)::value;
-      launch<detail::chunk_state_passes_storage<K, BV>>(detail::chunk_state_passes_kernel<Rule, E, K, BV>,
-                                                        plan.state_grid, args, stream, "chunk_state_passes_kernel");
+      launch<detail::chunk_state_passes_storage<K, BV, per_key>>(detail::chunk_state_passes_kernel<Rule, E, K, BV>,
+                                                                 plan.state_grid, args, stream, "chunk_state_passes_kernel");
     };
     if (plan.state_columns == 16) state_passes(std::integral_constant<int, 16>{});
     else if (plan.state_columns == 32) state_passes(std::integral_constant<int, 32>{});
     else state_passes(std::integral_constant<int, 64>{});
-    if (plan.n_chunks > 0)
+    if constexpr (per_key) {
+      if (plan.n_chunks > 0) {
+        launch<detail::chunk_gradients_per_key_storage<K, V, corrects>>(
+            detail::chunk_gradients_per_key_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
+            "chunk_gradients_per_key_kernel");
+        const index_t count = p.B * p.T * p.H * p.K;
+        detail::group_sum_kernel<Rule, E><<<unsigned(std::min<index_t>((count + 255) / 256, 65535)), 256, 0, stream>>>(
+            args, count);
+        detail::check_launch("group_sum_kernel");
+      }
+    } else if (plan.n_chunks > 0) {
       launch<detail::chunk_gradients_storage<K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
                                                     args, stream, "chunk_gradients_kernel");
+    }
   });
   if (opt.normalize_qk) detail::chain_qk_normalization(in, grads, stream);
 }

@@ -79,10 +79,10 @@ def _on_host(run, outputs):
 _CUDA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def _cuda_supports(rule, form, q, v, chunk_size, backward=False):
+def _cuda_supports(rule, form, q, v, chunk_size):
     K, V = q.shape[-1], v.shape[-1]
     spec = RULES[rule]
-    return (_cuda is not None and spec.cuda and (spec.cuda_backward or not backward) and q.dtype in _CUDA_DTYPES
+    return (_cuda is not None and spec.cuda and q.dtype in _CUDA_DTYPES
             and K in (64, 128) and V in (64, 128) and (form == "recurrent" or chunk_size == 64))
 
 
@@ -152,7 +152,7 @@ def backward(rule, q, k, v, extras, grad_out, grad_final_state, initial_state, c
                                               grad_initial_state, grads[0], grads[1], grads[2], list(grads[3:]),
                                               cu_seqlens, scale, normalize_qk, number, chunk_size, _threads())
         return
-    if q.device.type == "cuda" and _cuda_supports(rule, "chunk", q, v, 64, backward=True):
+    if q.device.type == "cuda" and _cuda_supports(rule, "chunk", q, v, 64):
         stream = torch.cuda.current_stream(q.device).cuda_stream
         dense = lambda t: None if t is None else t.contiguous()
         with torch.cuda.device(q.device), _python_names():

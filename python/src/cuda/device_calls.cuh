@@ -25,7 +25,7 @@ void cuda_backward(const typename Rule::template inputs<E>& in, tensor_view<cons
 }
 
 /// The explicit instantiations of one rule and element type, and of one rule (rules/<rule>.cu):
-/// forward and backward, or (the per-key decays, which have no CUDA backward) the forward only.
+/// forward and backward.
 #define LINATTN_PY_CUDA_FORWARD_TYPE(R, E)                                                               \
   template void cuda_forward<R, E>(bool, const R::inputs<E>&, tensor_view<E, 4>, const options<float>&,  \
                                    std::uintptr_t);
@@ -35,6 +35,5 @@ void cuda_backward(const typename Rule::template inputs<E>& in, tensor_view<cons
                                     const backward_options<float>&, std::uintptr_t);
 #define LINATTN_PY_CUDA_EACH_TYPE(M, R) M(R, float) M(R, __nv_bfloat16) M(R, __half)
 #define LINATTN_PY_CUDA_RULE(R) LINATTN_PY_CUDA_EACH_TYPE(LINATTN_PY_CUDA_RULE_TYPE, R)
-#define LINATTN_PY_CUDA_FORWARD_RULE(R) LINATTN_PY_CUDA_EACH_TYPE(LINATTN_PY_CUDA_FORWARD_TYPE, R)
 
 }  // namespace linattn::python

@@ -136,6 +136,6 @@ NB_MODULE(_cuda, m) {
   python::bind<Delta>(m, "delta");
   python::bind<GatedDelta>(m, "gated_delta");
   python::bind<Longhorn>(m, "longhorn");
-  python::bind_forward<VectorDecay>(m, "vector_decay");  // per-key decays: no CUDA backward yet
-  python::bind_forward<KDA>(m, "kda");
+  python::bind<VectorDecay>(m, "vector_decay");
+  python::bind<KDA>(m, "kda");
 }

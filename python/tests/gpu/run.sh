@@ -32,7 +32,6 @@ case "${1:-}" in
     ;;
   fla)
     for shim in chunk recurrent; do
-      # test_kda: the KDA backward runs the CPU kernels on host copies (no CUDA KDA backward)
       for t in test_gdn test_delta test_simple_gla test_gla test_linear_attn test_kda; do
         [ -f ".fla-tests/tests/ops/$t.py" ] || continue
         echo "== $t (LINATTN_SHIM=$shim)"

@@ -6,7 +6,8 @@
 ///
 /// Workspace: two fp32 states per chunk and value head (the chunk-start state and the gradient
 /// of the chunk-end state, 2 K V floats per backward_chunk tokens and value head), and for the
-/// delta family four fp32 rows per token and value head (2 K + 2 V floats).
+/// delta family four fp32 rows per token and value head (2 K + 2 V floats); per-key decays add
+/// two more (the dq and dk of each value head, 2 K floats).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,10 +36,11 @@ struct backward_plan {
     workspace_span<float> states, state_grads;   // [chunks, HV, K, V] each
     workspace_span<float> w_fwd, w_bwd;          // [B, T, HV, K]  (delta family)
     workspace_span<float> u_fwd, dx_loc;         // [B, T, HV, V]  (delta family)
+    workspace_span<float> dq_parts, dk_parts;    // [B, T, HV, K]  (per-key decays)
     std::size_t bytes = 0;
   } workspace;
 
-  backward_plan(const problem& p, bool corrects, index_t multiprocessors)
+  backward_plan(const problem& p, bool corrects, bool per_key, index_t multiprocessors)
       : state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors)) {
     if (p.cu.given()) {
       seqs = sequence_table(p, backward_chunk);
@@ -59,6 +61,9 @@ struct backward_plan {
     workspace.w_bwd = ws.take<float>(tokens * std::size_t(p.K));
     workspace.u_fwd = ws.take<float>(tokens * std::size_t(p.V));
     workspace.dx_loc = ws.take<float>(tokens * std::size_t(p.V));
+    const std::size_t parts = per_key ? std::size_t(p.B * p.T * p.HV * p.K) : 0;
+    workspace.dq_parts = ws.take<float>(parts);
+    workspace.dk_parts = ws.take<float>(parts);
     workspace.bytes = ws.bytes;
   }
 
@@ -75,6 +80,10 @@ struct backward_plan {
       args.w_bwd = view(ws.at(workspace.w_bwd), p.B, p.T, p.HV, p.K);
       args.u_fwd = view(ws.at(workspace.u_fwd), p.B, p.T, p.HV, p.V);
       args.dx_loc = view(ws.at(workspace.dx_loc), p.B, p.T, p.HV, p.V);
+    }
+    if (workspace.dq_parts.count) {
+      args.dq_parts = view(ws.at(workspace.dq_parts), p.B, p.T, p.HV, p.K);
+      args.dk_parts = view(ws.at(workspace.dk_parts), p.B, p.T, p.HV, p.K);
     }
   }
 };

@@ -4,5 +4,5 @@
 #include "../device_calls.cuh"
 
 namespace linattn::python {
-LINATTN_PY_CUDA_FORWARD_RULE(KDA)
+LINATTN_PY_CUDA_RULE(KDA)
 }  // namespace linattn::python

@@ -4,5 +4,5 @@
 #include "../device_calls.cuh"
 
 namespace linattn::python {
-LINATTN_PY_CUDA_FORWARD_RULE(VectorDecay)
+LINATTN_PY_CUDA_RULE(VectorDecay)
 }  // namespace linattn::python

@@ -34,6 +34,7 @@ struct backward_args : call_args<Rule, T> {
   float* state_grads = nullptr;          // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
   tensor_view<float, 4> w_fwd, u_fwd;    // [B, T, HV, K], [B, T, HV, V]  T diag(Gam) K, T V   (delta family)
   tensor_view<float, 4> w_bwd, dx_loc;   // [B, T, HV, K], [B, T, HV, V]  T^T diag(e) K, T^T P^T dO
+  tensor_view<float, 4> dq_parts, dk_parts;  // [B, T, HV, K]  dQ, dK of each value head (per-key decays)
 
   backward_args(const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out, const grads_t& g,
                 const tensor_view<const float, 4>& s0, const tensor_view<const float, 4>& grad_s1,

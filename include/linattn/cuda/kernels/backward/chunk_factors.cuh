@@ -191,17 +191,11 @@ __device__ void chunk_scores(const float* queries, const float* keys, int ldk, c
   });
 }
 
-/// G, M and T of the chunk (chunk_corrections) from its keys, b and betas (visible to the
-/// block). M by forward substitution, lane c of warp 0 solving column c. Ends synchronised.
-template <class P, int K>
-__device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
+/// M and T of the chunk (chunk_corrections) from its G and betas (visible to the block): M by
+/// forward substitution, lane c of warp 0 solving column c. Ends synchronised.
+__device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_corrections& cr) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  float* g = cr.g[0];
-  block_gemm_split_k<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
-  });
-  __syncthreads();
+  const float* g = cr.g[0];
   if (threadIdx.x < 32) {
     const int c = int(threadIdx.x);
     float col[C];
@@ -219,6 +213,20 @@ __device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficien
     }
   }
   __syncthreads();
+}
+
+/// G, M and T of the chunk (chunk_corrections) from its keys, b and betas (visible to the
+/// block). Ends synchronised.
+template <class P, int K>
+__device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
+  constexpr int C = backward_chunk, ld = chunk_corrections::ld;
+  float* g = cr.g[0];
+  block_gemm_split_k<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+  });
+  __syncthreads();
+  chunk_solve(cf, cr);
 }
 
 }  // namespace linattn::cuda::detail

@@ -8,14 +8,16 @@
 ///
 ///   dX  = Wb dH + dXl                         (delta family; Wb, dXl from pass 1)
 ///   dH <- Gam_{n-1} dH + [diag(Gam) Q; -diag(Gam) K]^T [dO; dX]   (additive: the Q rows only)
+/// Per-key decays: dH <- diag(Gam_{n-1}) dH + [Q ⊙ Gam; -K ⊙ Gam]^T [dO; dX] (key_decays.cuh).
 #pragma once
 
 #include "../../tile/block_gemm.cuh"
 #include "chunk_factors.cuh"
+#include "key_decays.cuh"
 
 namespace linattn::cuda::detail {
 
-template <int K, int BV_>
+template <int K, int BV_, bool PerKey = false>
 struct chunk_state_grads_storage {
   static constexpr int warps = 8, threads = 32 * warps, BV = BV_;
   static constexpr int C = backward_chunk, ldk = K + 4, ldb = BV + 4;
@@ -25,13 +27,15 @@ struct chunk_state_grads_storage {
   float wb[C][ldk];        // [C, K]    Wb (delta family)
   chunk_coefficients cf;
   float stage[warps][stage_floats];
+  float kb[PerKey ? C : 1][ldk];  // [C, K]  b (per-key decays; last: not a product operand)
 };
 
 /// The pass for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * BV, on the
 /// whole block (chunk_state_passes.cuh launches it).
 template <class Rule, class T, int K, int BV_>
 __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
-  using S = chunk_state_grads_storage<K, BV_>;
+  constexpr bool per_key = Rule::decay == decay_kind::vector;
+  using S = chunk_state_grads_storage<K, BV_, per_key>;
   using P = backward_products<T>;
   constexpr int C = S::C, BV = S::BV, Th = S::threads;
   constexpr bool delta = corrects<Rule>;
@@ -49,6 +53,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   chunk_rows<K, Th, float> wbr;
   chunk_rows<BV, Th, T> dor;
   chunk_rows<BV, Th, float> dxr;
+  key_gate_rows<K, Th> gr;
   float gate = 0.0f;
   const auto issue = [&](int t0) {
     const int n = min(C, seq.start + seq.length - t0);
@@ -59,18 +64,32 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
       wbr.issue(args.w_bwd, b, t0, n, hv);
       dxr.issue(args.dx_loc, b, t0, n, hv, v0);
     }
-    gate = lane_gate(args, b, t0, n, hv);
+    if constexpr (per_key) gr.issue(args, b, t0, n, hv);
+    else gate = lane_gate(args, b, t0, n, hv);
   };
   const int chunks = (seq.length + C - 1) / C;
   if (chunks > 0) issue(seq.start + (chunks - 1) * C);
   for (int c = chunks - 1; c >= 0; --c) {
-    chunk_decays(gate, s.cf);
+    if constexpr (per_key) {
+      gr.store(s.kb[0], S::ldk);
+      qr.store(s.left[0], S::ldk);
+      if constexpr (delta) kr.store(s.left[C], S::ldk);
+      __syncthreads();
+      column_cumsum<K>(s.kb[0], S::ldk);
+    } else {
+      chunk_decays(gate, s.cf);
+    }
     __syncthreads();  // dH complete (previous chunk), b visible
     store_state_block<K, BV>(args.chunk_states(args.state_grads, K, V), s.dh, seq.first_chunk + c, hv, v0);
-    qr.store(s.left[0], S::ldk, [&](int r) { return s.cf.gam[r] * scale; });
+    if constexpr (per_key) {
+      key_decayed<K>(s.left[0], s.left[0], S::ldk, s.kb[0], false, scale);  // Q ⊙ Gam
+      if constexpr (delta) key_decayed<K>(s.left[C], s.left[C], S::ldk, s.kb[0], false, -1.0f);  // -K ⊙ Gam
+    } else {
+      qr.store(s.left[0], S::ldk, [&](int r) { return s.cf.gam[r] * scale; });
+    }
     dor.store(s.right[0], S::ldb);
     if constexpr (delta) {
-      kr.store(s.left[C], S::ldk, [&](int r) { return -s.cf.gam[r]; });
+      if constexpr (!per_key) kr.store(s.left[C], S::ldk, [&](int r) { return -s.cf.gam[r]; });
       wbr.store(s.wb[0], S::ldk);
       dxr.store(s.right[C], S::ldb);
     }
@@ -84,9 +103,11 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
           });
       __syncthreads();
     }
-    const float decay = s.cf.gam[C - 1];
     block_gemm<P, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
         [&](int i, int j, const float (&x)[8]) {
+          float decay;
+          if constexpr (per_key) decay = __expf(s.kb[C - 1][i]);
+          else decay = s.cf.gam[C - 1];
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.dh[i][j + e] = decay * s.dh[i][j + e] + x[e];
         });

@@ -11,13 +11,13 @@
 
 namespace linattn::cuda::detail {
 
-template <int K, int BV>
+template <int K, int BV, bool PerKey = false>
 struct chunk_state_passes_storage {
-  static constexpr int threads = chunk_states_storage<K, BV>::threads;
-  static_assert(threads == chunk_state_grads_storage<K, BV>::threads, "one block size for both passes");
+  static constexpr int threads = chunk_states_storage<K, BV, PerKey>::threads;
+  static_assert(threads == chunk_state_grads_storage<K, BV, PerKey>::threads, "one block size for both passes");
   union {
-    chunk_states_storage<K, BV> forward;        // pass 2
-    chunk_state_grads_storage<K, BV> reverse;   // pass 3
+    chunk_states_storage<K, BV, PerKey> forward;        // pass 2
+    chunk_state_grads_storage<K, BV, PerKey> reverse;   // pass 3
   };
 };
 

@@ -7,12 +7,15 @@
 ///
 ///   U~ = U - W H      (delta family, U and W from pass 1; the additive family writes V)
 ///   H <- Gam_{n-1} H + (diag(e) K)^T U~
+/// Per-key decays: H <- diag(Gam_{n-1}) H + (K ⊙ E)^T U~, with the chunk's b [C, K] formed here
+/// (key_decays.cuh).
 #pragma once
 
 #include <type_traits>
 
 #include "../../tile/block_gemm.cuh"
 #include "chunk_factors.cuh"
+#include "key_decays.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -25,7 +28,7 @@ inline int backward_state_columns(index_t head_blocks, index_t V, index_t multip
   return head_blocks * (V / 32) >= multiprocessors ? 32 : 16;
 }
 
-template <int K, int BV_>
+template <int K, int BV_, bool PerKey = false>
 struct chunk_states_storage {
   static constexpr int warps = 8, threads = 32 * warps, BV = BV_;
   static constexpr int C = backward_chunk, ldk = K + 4, ldb = BV + 4;
@@ -35,13 +38,15 @@ struct chunk_states_storage {
   float u[C][ldb];        // [C, BV]  U, then U~ (or V)
   chunk_coefficients cf;
   float stage[warps][stage_floats];
+  float kb[PerKey ? C : 1][ldk];  // [C, K]  b (per-key decays; last: not a product operand)
 };
 
 /// The pass for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * BV, on the
 /// whole block (chunk_state_passes.cuh launches it).
 template <class Rule, class T, int K, int BV_>
 __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
-  using S = chunk_states_storage<K, BV_>;
+  constexpr bool per_key = Rule::decay == decay_kind::vector;
+  using S = chunk_states_storage<K, BV_, per_key>;
   using P = backward_products<T>;
   constexpr int C = S::C, BV = S::BV, Th = S::threads;
   constexpr bool delta = corrects<Rule>;
@@ -62,20 +67,30 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
   chunk_rows<K, Th, T> kr;
   chunk_rows<K, Th, float> wr;
   chunk_rows<BV, Th, value_type> ur;
+  key_gate_rows<K, Th> gr;
   float gate = 0.0f;
   const auto issue = [&](int t0) {
     const int n = min(C, end - t0);
     kr.issue(args.in.k, b, t0, n, h);
     if constexpr (delta) wr.issue(args.w_fwd, b, t0, n, hv);
     ur.issue(values, b, t0, n, hv, v0);
-    gate = lane_gate(args, b, t0, n, hv);
+    if constexpr (per_key) gr.issue(args, b, t0, n, hv);
+    else gate = lane_gate(args, b, t0, n, hv);
   };
   if (seq.length > 0) issue(seq.start);
   for (int c = 0, t0 = seq.start; t0 < end; ++c, t0 += C) {
-    chunk_decays(gate, s.cf);
+    if constexpr (per_key) {
+      gr.store(s.kb[0], S::ldk);
+      kr.store(s.keys_e[0], S::ldk);
+      __syncthreads();
+      column_cumsum<K>(s.kb[0], S::ldk);
+    } else {
+      chunk_decays(gate, s.cf);
+    }
     __syncthreads();  // H complete (previous chunk), b visible
     store_state_block<K, BV>(args.chunk_states(args.states, K, V), s.h, seq.first_chunk + c, hv, v0);
-    kr.store(s.keys_e[0], S::ldk, [&](int r) { return s.cf.e[r]; });
+    if constexpr (per_key) key_decayed<K>(s.keys_e[0], s.keys_e[0], S::ldk, s.kb[0], true);  // K ⊙ E
+    else kr.store(s.keys_e[0], S::ldk, [&](int r) { return s.cf.e[r]; });
     if constexpr (delta) wr.store(s.w[0], S::ldk);
     ur.store(s.u[0], S::ldb);
     if (t0 + C < end) issue(t0 + C);
@@ -88,9 +103,11 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
           });
       __syncthreads();
     }
-    const float decay = s.cf.gam[C - 1];
     block_gemm<P, col_major, row_major, K, BV, C>(s.keys_e[0], S::ldk, s.u[0], S::ldb, stage,
         [&](int i, int j, const float (&x)[8]) {
+          float decay;
+          if constexpr (per_key) decay = __expf(s.kb[C - 1][i]);
+          else decay = s.cf.gam[C - 1];
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.h[i][j + e] = decay * s.h[i][j + e] + x[e];
         });

@@ -11,10 +11,15 @@
 /// The diagonal factors and P go into [C, C] left operands (T diag(Gam), (diag(e) T)^T,
 /// (P T)^T) rather than into [C, K] and [C, V] copies of the rows, which keeps the block's
 /// shared memory small enough for two blocks per multiprocessor.
+///
+/// Per-key decays (KDA) cannot fold them into [C, C] operands: there the products take the
+/// rows K ⊙ Gam and K ⊙ E (key_decays.cuh), W = T (K ⊙ Gam), Wb = T^T (K ⊙ E), with the
+/// per-key P and G.
 #pragma once
 
 #include "../../tile/block_gemm.cuh"
 #include "chunk_factors.cuh"
+#include "key_decays.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -84,6 +89,77 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   block_gemm<P, row_major, row_major, C, K, C, true>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
   block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
   block_gemm<P, col_major, row_major, C, K, C>(e_t, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
+  block_gemm<P, col_major, row_major, C, V, C>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage, rows_out(args.dx_loc));
+}
+
+template <int K, int V>
+struct chunk_wy_per_key_storage {
+  static constexpr int warps = 8, threads = 32 * warps;
+  static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
+  float keys[C][ldk];      // [C, K]
+  float queries[C][ldk];   // [C, K]  scale q
+  float b[C][ldk];         // [C, K]  chunk-local cumsum of the log gates
+  float decayed[C][ldk];   // [C, K]  K ⊙ Gam, then K ⊙ E
+  float values[C][ldv];    // [C, V]
+  float dout[C][ldv];      // [C, V]
+  float p[C][ldc];         // [C, C]  P
+  float pt[C][ldc];        // [C, C]  P T
+  chunk_corrections cr;    // G, M, T
+  chunk_coefficients cf;   // beta, ||k||^2
+  float stage[warps][stage_floats];
+};
+
+template <class Rule, class T, int K, int V>
+__global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rule, T> args) {
+  using S = chunk_wy_per_key_storage<K, V>;
+  using P = backward_products<T>;
+  constexpr int C = S::C;
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  S& s = *reinterpret_cast<S*>(dynamic_smem);
+  const span c = args.chunk_at(blockIdx.x);
+  const index_t hv = blockIdx.y, h = hv / args.group, b = c.b, t0 = c.start;
+  const int n = c.length;
+  float* stage = s.stage[0];
+
+  {
+    chunk_rows<K, S::threads, T> kr, qr;
+    chunk_rows<V, S::threads, T> vr, dr;
+    key_gate_rows<K, S::threads> gr;
+    kr.issue(args.in.k, b, t0, n, h), qr.issue(args.in.q, b, t0, n, h);
+    vr.issue(args.in.v, b, t0, n, hv), dr.issue(args.dout, b, t0, n, hv);
+    gr.issue(args, b, t0, n, hv);
+    kr.store(s.keys[0], S::ldk), qr.store(s.queries[0], S::ldk, args.scale);
+    vr.store(s.values[0], S::ldv), dr.store(s.dout[0], S::ldv);
+    gr.store(s.b[0], S::ldk);
+  }
+  __syncthreads();
+  column_cumsum<K>(s.b[0], S::ldk);
+  chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
+  __syncthreads();
+  key_scores<K>(s.queries[0], s.keys[0], s.b[0], S::ldk, s.p[0], s.cr.g[0], true);
+  key_decayed<K>(s.decayed[0], s.keys[0], S::ldk, s.b[0], false);  // K ⊙ Gam
+  __syncthreads();
+  chunk_solve(s.cf, s.cr);
+  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage,
+      [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s.pt[r][j + e] = x[e];  // P T
+      });
+  const auto rows_out = [&](const tensor_view<float, 4>& to) {
+    return [&, to](int r, int j, const float (&x)[8]) {
+      if (r < n) {
+        float* d = &to(b, t0 + r, hv, j);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) d[e] = x[e];
+      }
+    };
+  };
+  block_gemm<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_fwd));
+  block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
+  __syncthreads();  // P T complete; K ⊙ Gam read
+  key_decayed<K>(s.decayed[0], s.keys[0], S::ldk, s.b[0], true);  // K ⊙ E
+  __syncthreads();
+  block_gemm<P, col_major, row_major, C, K, C>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_bwd));
   block_gemm<P, col_major, row_major, C, V, C>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage, rows_out(args.dx_loc));
 }
 

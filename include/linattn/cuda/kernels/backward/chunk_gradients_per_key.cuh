@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Backward pass 4 for per-key decays (VectorDecay, KDA; docs/backward.md#cuda-per-key),
+/// independent for every chunk and value head. With b [C, K] the chunk's log-gate cumsum,
+/// Gam = exp(b), E = exp(b_{n-1} - b), D_rcd = exp(b_rd - b_cd), H0 the chunk's start state
+/// (pass 2) and dH the gradient of its end state (pass 3):
+///
+///   X  = V - (K ⊙ Gam) H0,  U = T X                                  (delta family; else U = V)
+///   dU = (K ⊙ E) dH + P^T dO,  dP = dO U^T (causal)
+///   dY = M^T dU,  dX = dV = diag(beta) dY,  dA = -stril(dY U^T),  dG = diag(beta) dA   (delta)
+///   dbeta_r = dY_r . X_r + Σ_c dA_rc G_rc
+///   dQ_rd  = Gam_rd (dO H0^T)_rd + Σ_{c<=r} dP_rc k_cd D_rcd                    (k_r, q_r: D_rrd = 1)
+///   dK+_rd = -Gam_rd (dX H0^T)_rd + Σ_{c<r} dG_rc k_cd D_rcd            (k_r carries exp(+b_r))
+///   dK-_cd = E_cd (U dH^T)_cd + Σ_{r>=c} dP_rc q_rd D_rcd + Σ_{r>c} dG_rc k_rd D_rcd   (exp(-b_c))
+///   dg_td  = Σ_{r>=t} [q_rd dQ'_rd + k_rd (dK+_rd - dK-'_rd)] + Gam_{n-1,d} <dH_d, H0_d> + Σ_{c<t} k_cd E_cd (U dH^T)_cd
+///
+/// where dQ' and dK-' leave out P's diagonal (dP_rr k_rd and dP_rr q_rd: no gate in it) and
+/// dK-' the state write, whose factor E_c = exp(b_{n-1} - b_c) depends on the gates after c
+/// only (the prefix sum). Written so, every term of dg carries its own decay: under strong gates
+/// dg is tiny and computed to its own precision, not as the difference of O(1) terms.
+///
+/// The intra-chunk sums take their exponentials element by element (every exponent <= 0). dq
+/// and dk of each value head go to the workspace in fp32 (dq_parts, dk_parts); group_sum_kernel
+/// then adds the value heads of a q/k head in a fixed order, so the result is the same on
+/// every run.
+#pragma once
+
+#include "../../tile/block_gemm.cuh"
+#include "chunk_factors.cuh"
+#include "key_decays.cuh"
+
+namespace linattn::cuda::detail {
+
+template <int K, int V, bool Delta>
+struct chunk_gradients_per_key_storage {
+  static constexpr int warps = 16, threads = 32 * warps;
+  static constexpr int C = backward_chunk, CD = Delta ? C : 1, ldk = K + 4, ldv = V + 4;
+  static constexpr int ldc = chunk_corrections::ld;
+  float stage[warps][stage_floats];  // first: every tile below starts 32-byte aligned
+  float q[C][ldk];      // [C, K]  scale q
+  float k[C][ldk];      // [C, K]
+  float b[C][ldk];      // [C, K]  log-gate cumsum
+  float dq[C][ldk];     // [C, K]  dQ (of the scaled q)
+  float dkp[C][ldk];    // [C, K]  K ⊙ Gam, then dK+ (delta family)
+  float dkm[C][ldk];    // [C, K]  K ⊙ E, then dK-
+  float x[C][ldv];      // [C, V]  V, then X (delta family)
+  float dout[C][ldv];   // [C, V]  dO
+  float du[C][ldv];     // [C, V]  dU
+  float p[C][ldc];      // [C, C]  P
+  float dp[C][ldc];     // [C, C]  dP, causal
+  float u[CD][ldv];     // [C, V]  U (delta family)
+  float dy[CD][ldv];    // [C, V]  dY, then dX (delta family)
+  float g[CD][ldc];     // [C, C]  G
+  float m[CD][ldc];     // [C, C]  M
+  float t[CD][ldc];     // [C, C]  T, then dG
+  chunk_coefficients cf;  // beta, ||k||^2
+  float dbeta[C];
+  float end_dot[K];     // [K]  <dH_d, H0_d>
+};
+
+template <class Rule, class T, int K, int V>
+__global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects<Rule>>::threads)
+    chunk_gradients_per_key_kernel(backward_args<Rule, T> args) {
+  constexpr bool delta = corrects<Rule>;
+  using S = chunk_gradients_per_key_storage<K, V, delta>;
+  using P = backward_products<T>;
+  constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
+  static_assert(K <= S::threads, "one thread per key dimension in the gate-gradient phase");
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  S& s = *reinterpret_cast<S*>(dynamic_smem);
+  const int ci = int(blockIdx.x), tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  const span c = args.chunk_at(blockIdx.x);
+  const index_t hv = blockIdx.y, h = hv / args.group, b = c.b, t0 = c.start;
+  const int n = c.length;
+  float* stage = s.stage[0];
+  const float* H0 = args.state_at(args.states, ci, hv, K, V);
+  const float* dH = args.state_at(args.state_grads, ci, hv, K, V);
+  const float* bt = s.b[0];
+
+  {
+    chunk_rows<K, S::threads, T> qr, kr;
+    chunk_rows<V, S::threads, T> vr, dr;
+    key_gate_rows<K, S::threads> gr;
+    qr.issue(args.in.q, b, t0, n, h), kr.issue(args.in.k, b, t0, n, h);
+    vr.issue(args.in.v, b, t0, n, hv), dr.issue(args.dout, b, t0, n, hv);
+    gr.issue(args, b, t0, n, hv);
+    qr.store(s.q[0], ldk, args.scale), kr.store(s.k[0], ldk);
+    vr.store(s.x[0], ldv), dr.store(s.dout[0], ldv);
+    gr.store(s.b[0], ldk);
+  }
+  __syncthreads();
+  column_cumsum<K>(s.b[0], ldk);
+  if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
+  // <dH_d, H0_d> per key row, one warp per row (a fixed order of sums)
+  for (int d = warp; d < K; d += S::warps) {
+    float acc = 0.0f;
+    for (int j = lane; j < V; j += 32) acc += dH[d * V + j] * H0[d * V + j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) s.end_dot[d] = acc;
+  }
+  __syncthreads();
+  key_scores<K>(s.q[0], s.k[0], bt, ldk, s.p[0], delta ? s.g[0] : nullptr, delta);
+  key_decayed<K>(s.dkm[0], s.k[0], ldk, bt, true);  // K ⊙ E
+  if constexpr (delta) key_decayed<K>(s.dkp[0], s.k[0], ldk, bt, false);  // K ⊙ Gam
+  __syncthreads();
+  if constexpr (delta) {
+    chunk_corrections& cr = *reinterpret_cast<chunk_corrections*>(s.g[0]);  // g, m, t in that order
+    static_assert(sizeof(chunk_corrections) == 3 * sizeof(s.g), "g, m, t laid out as chunk_corrections");
+    chunk_solve(s.cf, cr);
+    block_gemm<P, row_major, row_major, C, V, K>(s.dkp[0], ldk, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.x[r][j + e] -= x[e];  // X = V - (K ⊙ Gam) H0
+    });
+    __syncthreads();
+    block_gemm<P, row_major, row_major, C, V, C, true>(s.t[0], ldc, s.x[0], ldv, stage,
+        [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) s.u[r][j + e] = x[e];  // U = T X
+        });
+    __syncthreads();
+  }
+  const float(*u)[ldv] = delta ? s.u : s.x;
+  // dU = (K ⊙ E) dH + P^T dO
+  block_gemm<P, row_major, row_major, C, V, K>(s.dkm[0], ldk, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s.du[r][j + e] = x[e];
+  });
+  __syncthreads();
+  block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s.du[r][j + e] += x[e];
+  });
+  // dP = dO U^T, causal
+  block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s.dp[r][j + e] = j + e <= r ? x[e] : 0.0f;
+  });
+  __syncthreads();
+  if constexpr (delta) {
+    block_gemm<P, col_major, row_major, C, V, C>(s.m[0], ldc, s.du[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.dy[r][j + e] = x[e];  // dY = M^T dU
+    });
+    __syncthreads();
+    block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.t[r][j + e] = j + e < r ? -x[e] : 0.0f;  // dA = -stril(dY U^T) (T is done)
+    });
+    __syncthreads();
+    // dbeta_r = dY_r . X_r + Σ_c dA_rc G_rc;  dA becomes dG = diag(beta) dA
+    for (int r = warp; r < C; r += S::warps) {
+      float acc = 0.0f;
+      for (int i = lane; i < V; i += 32) acc += s.dy[r][i] * s.x[r][i];
+      acc += s.t[r][lane] * s.g[r][lane];
+      s.t[r][lane] *= s.cf.beta[r];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (lane == 0) s.dbeta[r] = acc;
+    }
+    __syncthreads();
+    for (int e = tid; e < C * V; e += S::threads) s.dy[e / V][e % V] *= s.cf.beta[e / V];  // dX = diag(beta) dY
+    __syncthreads();
+  }
+  // dv, then the state terms of dQ, dK- and dK+
+  const float(*dv_rows)[ldv] = delta ? s.dy : s.du;
+  for (int e = tid; e < C * V; e += S::threads) {
+    const int r = e / V, j = e % V;
+    if (r < n) args.grads.dv(b, t0 + r, hv, j) = from_float<T>(dv_rows[r][j]);
+  }
+  block_gemm<P, row_major, col_major, C, K, V>(s.dout[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s.dq[r][j + e] = __expf(bt[r * ldk + j + e]) * x[e];
+  });
+  block_gemm<P, row_major, col_major, C, K, V>(u[0], ldv, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s.dkm[r][j + e] = __expf(bt[(C - 1) * ldk + j + e] - bt[r * ldk + j + e]) * x[e];
+  });
+  if constexpr (delta) {
+    block_gemm<P, row_major, col_major, C, K, V>(s.dy[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s.dkp[r][j + e] = -__expf(bt[r * ldk + j + e]) * x[e];
+    });
+  }
+  __syncthreads();
+  // thread d keeps its column of the state write's term E ⊙ (U dH^T) (dK- takes the intra sums)
+  const int d = tid;
+  float state_write[C];
+#pragma unroll
+  for (int r = 0; r < C; ++r) state_write[r] = d < K ? s.dkm[r][d] : 0.0f;
+  __syncthreads();
+  // the intra-chunk sums off P's diagonal: item (side, r, d); side 0 is row r (dQ', dK+), side 1
+  // column r (dK-', which replaces the state write's term)
+  for (int e = tid; e < 2 * C * K; e += S::threads) {
+    const int side = e / (C * K), r = (e / K) % C, dd = e % K;
+    const float br = bt[r * ldk + dd];
+    if (side == 0) {
+      float aq = 0.0f, ak = 0.0f;
+      for (int i = 0; i < r; ++i) {
+        const float kd = s.k[i][dd] * __expf(br - bt[i * ldk + dd]);
+        aq += s.dp[r][i] * kd;
+        if constexpr (delta) ak += s.t[r][i] * kd;  // dG is strictly lower
+      }
+      s.dq[r][dd] += aq;
+      if constexpr (delta) s.dkp[r][dd] += ak;
+    } else {
+      float a = 0.0f;
+      for (int i = r + 1; i < C; ++i) {
+        float w = s.dp[i][r] * s.q[i][dd];
+        if constexpr (delta) w += s.t[i][r] * s.k[i][dd];
+        a += w * __expf(bt[i * ldk + dd] - br);
+      }
+      s.dkm[r][dd] = a;
+    }
+  }
+  __syncthreads();
+  // dg (prefix sums of the state write's terms, suffix sums of the others, the end's term), and dq, dk of
+  // this value head (with P's diagonal and the state write) to the workspace
+  if (d < K) {
+    float before[C];
+    float prefix = 0.0f;
+#pragma unroll
+    for (int r = 0; r < C; ++r) before[r] = prefix, prefix += s.k[r][d] * state_write[r];
+    float suffix = __expf(bt[(C - 1) * ldk + d]) * s.end_dot[d];
+#pragma unroll
+    for (int r = C - 1; r >= 0; --r) {
+      const float qr = s.q[r][d], kr = s.k[r][d];
+      float db = qr * s.dq[r][d] - kr * s.dkm[r][d];
+      if constexpr (delta) db += kr * s.dkp[r][d];
+      suffix += db;
+      if (r < n) {
+        store_value(args.grads.dg, suffix + before[r], b, t0 + r, hv, d);
+        float dk = state_write[r] + s.dkm[r][d] + s.dp[r][r] * qr;
+        if constexpr (delta) {
+          const beta_partials<float> bp = Rule::beta_derivatives(args.in, b, t0 + r, hv, s.cf.sq[r]);
+          dk += s.dkp[r][d] + 2.0f * s.dbeta[r] * bp.d_key_sqnorm * kr;
+        }
+        args.dq_parts(b, t0 + r, hv, d) = s.dq[r][d] + s.dp[r][r] * kr;
+        args.dk_parts(b, t0 + r, hv, d) = dk;
+      }
+    }
+  }
+  if constexpr (delta) {
+    if (args.dbeta.data())
+      for (int r = tid; r < n; r += S::threads) {
+        const beta_partials<float> bp = Rule::beta_derivatives(args.in, b, t0 + r, hv, s.cf.sq[r]);
+        store_value(args.dbeta, s.dbeta[r] * bp.d_input, b, t0 + r, hv);
+      }
+  }
+}
+
+/// dq = scale Σ_hv dq_parts and dk = Σ_hv dk_parts over the value heads of each q/k head, in
+/// the input type: one thread per element, the value heads added in order.
+template <class Rule, class T>
+__global__ void __launch_bounds__(256) group_sum_kernel(backward_args<Rule, T> args, index_t count) {
+  const index_t K = args.grads.dq.extent(3), H = args.grads.dq.extent(2), T_ = args.grads.dq.extent(1);
+  for (index_t e = index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < count; e += index_t(gridDim.x) * blockDim.x) {
+    const index_t d = e % K, h = (e / K) % H, t = (e / (K * H)) % T_, b = e / (K * H * T_);
+    float sq = 0.0f, sk = 0.0f;
+    for (index_t hv = h * args.group; hv < (h + 1) * args.group; ++hv)
+      sq += args.dq_parts(b, t, hv, d), sk += args.dk_parts(b, t, hv, d);
+    args.grads.dq(b, t, h, d) = from_float<T>(args.scale * sq);
+    args.grads.dk(b, t, h, d) = from_float<T>(sk);
+  }
+}
+
+}  // namespace linattn::cuda::detail
