@@ -13,7 +13,8 @@ venv=build/py-venv
 start=$SECONDS
 if ! "$venv/bin/python" -c "import torch, pytest, numpy" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check torch pytest numpy
+  # no pip cache: torch and its CUDA libraries take ~5 GB installed, and a cached copy of the wheels ~3 GB more
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-cache-dir torch pytest numpy
 fi
 echo "== python: venv ready ($((SECONDS - start)) s)"
 cuda=$("$venv/bin/python" -c "import torch; print('AUTO' if torch.version.cuda else 'OFF')")

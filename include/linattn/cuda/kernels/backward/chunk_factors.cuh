@@ -95,6 +95,36 @@ struct chunk_rows {
   }
 };
 
+/// The rows a per-chunk backward kernel starts from: q and k of q/k head h, v and dO of value
+/// head hv, all their loads in flight at once between `issue` and `store` (q times the scale).
+template <int K, int V, int Threads, class T>
+struct chunk_input_rows {
+  chunk_rows<K, Threads, T> q, k;
+  chunk_rows<V, Threads, T> v, dout;
+
+  template <class Rule>
+  __device__ void issue(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
+    const index_t h = hv / args.group;
+    q.issue(args.in.q, b, t0, n, h), k.issue(args.in.k, b, t0, n, h);
+    v.issue(args.in.v, b, t0, n, hv), dout.issue(args.dout, b, t0, n, hv);
+  }
+  __device__ void store(float* queries, float* keys, int ldk, float* values, float* douts, int ldv, float scale) const {
+    q.store(queries, ldk, scale), k.store(keys, ldk);
+    v.store(values, ldv), dout.store(douts, ldv);
+  }
+};
+
+/// An epilogue for block_gemm that writes rows r < n of its result to x(b, t0 + r, hv, :).
+inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, index_t t0, index_t hv, int n) {
+  return [=](int r, int j, const float (&v)[8]) {
+    if (r < n) {
+      float* d = &x(b, t0 + r, hv, j);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) d[e] = v[e];
+    }
+  };
+}
+
 /// tile[r][c] = scale * x(b, t0 + r, h, c0 + c) in fp32 for r < n, c < Cols; rows n..C-1 zero.
 /// Runs on the whole block of Threads; the caller synchronises.
 template <int Cols, int Threads, class T>

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const int ci = int(blockIdx.x), tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
   const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, h = hv / args.group, b = c.b, t0 = c.start;
+  const index_t hv = blockIdx.y, b = c.b, t0 = c.start;
   const int n = c.length;
   float* stage = s.stage[0];
   const float* H0 = args.state_at(args.states, ci, hv, K, V);
@@ -78,14 +78,11 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   const float* bt = s.b[0];
 
   {
-    chunk_rows<K, S::threads, T> qr, kr;
-    chunk_rows<V, S::threads, T> vr, dr;
+    chunk_input_rows<K, V, S::threads, T> rows;
     key_gate_rows<K, S::threads> gr;
-    qr.issue(args.in.q, b, t0, n, h), kr.issue(args.in.k, b, t0, n, h);
-    vr.issue(args.in.v, b, t0, n, hv), dr.issue(args.dout, b, t0, n, hv);
+    rows.issue(args, b, t0, n, hv);
     gr.issue(args, b, t0, n, hv);
-    qr.store(s.q[0], ldk, args.scale), kr.store(s.k[0], ldk);
-    vr.store(s.x[0], ldv), dr.store(s.dout[0], ldv);
+    rows.store(s.q[0], s.k[0], ldk, s.x[0], s.dout[0], ldv, args.scale);
     gr.store(s.b[0], ldk);
   }
   __syncthreads();

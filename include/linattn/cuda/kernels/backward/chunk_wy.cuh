@@ -46,18 +46,15 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, h = hv / args.group, b = c.b, t0 = c.start;
+  const index_t hv = blockIdx.y, b = c.b, t0 = c.start;
   const int n = c.length;
   float* stage = s.stage[0];
 
   {
-    chunk_rows<K, S::threads, T> kr, qr;
-    chunk_rows<V, S::threads, T> vr, dr;
-    kr.issue(args.in.k, b, t0, n, h), qr.issue(args.in.q, b, t0, n, h);
-    vr.issue(args.in.v, b, t0, n, hv), dr.issue(args.dout, b, t0, n, hv);
+    chunk_input_rows<K, V, S::threads, T> rows;
+    rows.issue(args, b, t0, n, hv);
     chunk_decays(args, s.cf, b, t0, n, hv);
-    kr.store(s.keys[0], S::ldk), qr.store(s.queries[0], S::ldk, args.scale);
-    vr.store(s.values[0], S::ldv), dr.store(s.dout[0], S::ldv);
+    rows.store(s.queries[0], s.keys[0], S::ldk, s.values[0], s.dout[0], S::ldv, args.scale);
   }
   __syncthreads();
   chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
@@ -77,15 +74,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
         for (int e = 0; e < 8; ++e) s.pt[r][j + e] = x[e];  // P T
       });
   __syncthreads();
-  const auto rows_out = [&](const tensor_view<float, 4>& to) {
-    return [&, to](int r, int j, const float (&x)[8]) {
-      if (r < n) {
-        float* d = &to(b, t0 + r, hv, j);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) d[e] = x[e];
-      }
-    };
-  };
+  const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
   block_gemm<P, row_major, row_major, C, K, C, true>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
   block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
   block_gemm<P, col_major, row_major, C, K, C>(e_t, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
@@ -117,19 +106,16 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, h = hv / args.group, b = c.b, t0 = c.start;
+  const index_t hv = blockIdx.y, b = c.b, t0 = c.start;
   const int n = c.length;
   float* stage = s.stage[0];
 
   {
-    chunk_rows<K, S::threads, T> kr, qr;
-    chunk_rows<V, S::threads, T> vr, dr;
+    chunk_input_rows<K, V, S::threads, T> rows;
     key_gate_rows<K, S::threads> gr;
-    kr.issue(args.in.k, b, t0, n, h), qr.issue(args.in.q, b, t0, n, h);
-    vr.issue(args.in.v, b, t0, n, hv), dr.issue(args.dout, b, t0, n, hv);
+    rows.issue(args, b, t0, n, hv);
     gr.issue(args, b, t0, n, hv);
-    kr.store(s.keys[0], S::ldk), qr.store(s.queries[0], S::ldk, args.scale);
-    vr.store(s.values[0], S::ldv), dr.store(s.dout[0], S::ldv);
+    rows.store(s.queries[0], s.keys[0], S::ldk, s.values[0], s.dout[0], S::ldv, args.scale);
     gr.store(s.b[0], S::ldk);
   }
   __syncthreads();
@@ -145,15 +131,7 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
 #pragma unroll
         for (int e = 0; e < 8; ++e) s.pt[r][j + e] = x[e];  // P T
       });
-  const auto rows_out = [&](const tensor_view<float, 4>& to) {
-    return [&, to](int r, int j, const float (&x)[8]) {
-      if (r < n) {
-        float* d = &to(b, t0 + r, hv, j);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) d[e] = x[e];
-      }
-    };
-  };
+  const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
   block_gemm<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_fwd));
   block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
   __syncthreads();  // P T complete; K ⊙ Gam read
