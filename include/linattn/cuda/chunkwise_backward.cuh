@@ -54,7 +54,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
                         const backward_options<float>& opt = {}, cudaStream_t stream = nullptr) {
   using E = std::remove_const_t<G>;
   static_assert(has_gradients<Rule>, "linattn::cuda::chunkwise_backward: this rule has no backward pass (no Rule::gradients<T>)");
-  detail::require_supported<Rule, E, detail::kernel_kind::chunk_gradients>();
+  detail::require_supported<Rule, E>();
   const tensor_view<const E, 4> dout = grad_out;
   const detail::host_seqlens cu(opt.cu_seqlens);
   const detail::problem p = detail::validate_backward<Rule, E>(in, dout, grads, opt, cu);

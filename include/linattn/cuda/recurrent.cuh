@@ -46,7 +46,7 @@ template <rule Rule, class T>
 void recurrent_forward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>& in,
                        tensor_view<T, 4> out, const options<float>& opt = {}, cudaStream_t stream = nullptr) {
   using E = std::remove_const_t<T>;
-  detail::require_supported<Rule, E, detail::kernel_kind::token>();
+  detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::recurrent, in, out, opt, nullptr, cu);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
@@ -67,7 +67,7 @@ void decode_step(const std::type_identity_t<typename Rule::template inputs<std::
                  tensor_view<T, 4> out, tensor_view<float, 4> state, const options<float>& opt = {},
                  cudaStream_t stream = nullptr) {
   using E = std::remove_const_t<T>;
-  detail::require_supported<Rule, E, detail::kernel_kind::token>();
+  detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::decode, in, out, opt, &state, cu);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);

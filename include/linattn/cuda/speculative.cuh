@@ -40,7 +40,7 @@ void verify_drafts(const std::type_identity_t<typename Rule::template inputs<std
                    tensor_view<T, 4> out, tensor_view<const float, 4> pool, const draft_record<float>& record,
                    const options<float>& opt = {}, cudaStream_t stream = nullptr) {
   using E = std::remove_const_t<T>;
-  detail::require_supported<Rule, E, detail::kernel_kind::token>();
+  detail::require_supported<Rule, E>();
   static_assert(linattn::detail::records_drafts<Rule>, "linattn::cuda::verify_drafts: the rule keeps no compact record");
   const std::string fn = std::string("linattn::cuda::verify_drafts<") + Rule::name + ">";
   linattn::detail::check_verify_options(fn, opt, "record");

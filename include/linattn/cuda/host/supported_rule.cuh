@@ -10,12 +10,9 @@
 
 namespace linattn::cuda::detail {
 
-/// The forms of a call, for the checks below: the token recurrence (recurrent_forward,
-/// decode_step, verify_drafts), the chunkwise forward and the chunkwise backward run every
-/// decay kind.
-enum class kernel_kind { token, chunk, chunk_gradients };
-
-template <class Rule, class T, kernel_kind Kind = kernel_kind::chunk>
+/// Every CUDA form (the token recurrence, the chunkwise forward and backward) runs every decay
+/// kind of the additive and Householder families.
+template <class Rule, class T>
 constexpr void require_supported() {
   static_assert(sizeof(cuda_family<typename Rule::family>) > 0);  // fails for families without kernels
   static_assert(is_cuda_scalar<T>, "linattn::cuda: inputs must be float, __half or __nv_bfloat16");
