@@ -19,7 +19,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "../core/backward.hpp"
@@ -45,8 +44,8 @@ namespace linattn::cuda {
 /// memory (read on the host, which synchronises); options::chunk_size is accepted as on the
 /// CPU and does not change the result (the kernels use chunks of 32). Workspace from the
 /// library's pool: 8 K V bytes per 32 tokens and value head, plus 8 (K + V) bytes per token and
-/// value head for the delta rules and 8 K for per-key decays. Throws linattn::error before anything is queued when an
-/// argument is invalid.
+/// value head for the delta rules and 8 K for per-key decays. Throws linattn::error before
+/// anything is queued when an argument is invalid.
 template <rule Rule, class G>
 void chunkwise_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
                         tensor_view<G, 4> grad_out,
@@ -70,7 +69,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
     using detail::launch;
     if constexpr (corrects && per_key) {
       if (plan.n_chunks > 0)
-        launch<detail::chunk_wy_per_key_storage<K, V>>(detail::chunk_wy_per_key_kernel<Rule, E, K, V>, plan.chunk_grid,
+        launch<detail::chunk_wy_storage<K, V, true>>(detail::chunk_wy_per_key_kernel<Rule, E, K, V>, plan.chunk_grid,
                                                        args, stream, "chunk_wy_per_key_kernel");
     } else if constexpr (corrects) {
       if (plan.n_chunks > 0)
@@ -90,9 +89,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
         launch<detail::chunk_gradients_per_key_storage<K, V, corrects>>(
             detail::chunk_gradients_per_key_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
             "chunk_gradients_per_key_kernel");
-        const index_t count = p.B * p.T * p.H * p.K;
-        detail::group_sum_kernel<Rule, E><<<unsigned(std::min<index_t>((count + 255) / 256, 65535)), 256, 0, stream>>>(
-            args, count);
+        detail::group_sum_kernel<Rule, E><<<plan.group_sum_grid, 256, 0, stream>>>(args, plan.qk_elements);
         detail::check_launch("group_sum_kernel");
       }
     } else if (plan.n_chunks > 0) {

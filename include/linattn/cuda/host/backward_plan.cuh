@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -29,7 +30,9 @@ struct backward_plan {
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
   int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64)
   dim3 state_grid;                 // (V / state_columns, HV, 2 N)   passes 2 and 3, side by side
-  dim3 gradient_grid;              // (chunks, H)    pass 4
+  dim3 gradient_grid;              // (chunks, H)    pass 4 (per-key decays: chunk_grid)
+  index_t qk_elements = 0;         // B T H K: the elements of dq (and dk) the group sum writes (per-key decays)
+  dim3 group_sum_grid;             // blocks of 256 threads over them, at most 65535 (a grid-stride loop)
   struct {
     workspace_span<span> seqs;                   // [N]
     workspace_span<span> chunks;                 // [chunks]
@@ -50,6 +53,8 @@ struct backward_plan {
     chunk_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns), unsigned(p.HV), unsigned(2 * p.N));
     gradient_grid = dim3(unsigned(n_chunks), unsigned(p.H));
+    qk_elements = p.B * p.T * p.H * p.K;
+    group_sum_grid = dim3(unsigned(std::min<index_t>((qk_elements + 255) / 256, 65535)));
     const std::size_t tokens = corrects ? std::size_t(p.B * p.T * p.HV) : 0;
     const std::size_t state = n_chunks * std::size_t(p.HV * p.K * p.V);
     workspace_layout ws;

@@ -44,6 +44,17 @@ struct backward_args : call_args<Rule, T> {
     if constexpr (requires { Rule::beta_gradient(g); }) dbeta = Rule::beta_gradient(g);
   }
 
+  /// The chunk and value head of a block of the grids (chunks, HV): its batch row, first token,
+  /// value head and length.
+  struct chunk_position {
+    index_t b, t0, hv;
+    int n;
+  };
+  __device__ chunk_position block_chunk() const {
+    const span c = chunk_at(blockIdx.x);
+    return {c.b, c.start, index_t(blockIdx.y), c.length};
+  }
+
   /// Chunk i of the call: from the table, or chunk i % per_row of batch row i / per_row.
   __device__ span chunk_at(unsigned i) const {
     if (chunks) return chunks[i];

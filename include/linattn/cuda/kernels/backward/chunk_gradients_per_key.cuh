@@ -69,9 +69,7 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const int ci = int(blockIdx.x), tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
-  const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, b = c.b, t0 = c.start;
-  const int n = c.length;
+  const auto [b, t0, hv, n] = args.block_chunk();
   float* stage = s.stage[0];
   const float* H0 = args.state_at(args.states, ci, hv, K, V);
   const float* dH = args.state_at(args.state_grads, ci, hv, K, V);

@@ -23,19 +23,21 @@
 
 namespace linattn::cuda::detail {
 
-template <int K, int V>
+template <int K, int V, bool PerKey = false>
 struct chunk_wy_storage {
   static constexpr int warps = 8, threads = 32 * warps;
-  static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
+  static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
   float keys[C][ldk];      // [C, K]
   float queries[C][ldk];   // [C, K]  scale q
   float values[C][ldv];    // [C, V]
   float dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P
   float pt[C][ldc];        // [C, C]  P T
-  chunk_corrections cr;    // G, M (then T diag(Gam), diag(e) T), T
+  chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) T), T
   chunk_coefficients cf;
   float stage[warps][stage_floats];
+  float decayed[CK][ldk];  // [C, K]  per-key decays: K ⊙ Gam, then K ⊙ E (every tile before it 32-byte sized)
+  float b[CK][ldk];        // [C, K]  per-key decays: the chunk-local cumsum of the log gates
 };
 
 template <class Rule, class T, int K, int V>
@@ -45,9 +47,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   constexpr int C = S::C;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
-  const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, b = c.b, t0 = c.start;
-  const int n = c.length;
+  const auto [b, t0, hv, n] = args.block_chunk();
   float* stage = s.stage[0];
 
   {
@@ -81,33 +81,14 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   block_gemm<P, col_major, row_major, C, V, C>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage, rows_out(args.dx_loc));
 }
 
-template <int K, int V>
-struct chunk_wy_per_key_storage {
-  static constexpr int warps = 8, threads = 32 * warps;
-  static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
-  float keys[C][ldk];      // [C, K]
-  float queries[C][ldk];   // [C, K]  scale q
-  float b[C][ldk];         // [C, K]  chunk-local cumsum of the log gates
-  float decayed[C][ldk];   // [C, K]  K ⊙ Gam, then K ⊙ E
-  float values[C][ldv];    // [C, V]
-  float dout[C][ldv];      // [C, V]
-  float p[C][ldc];         // [C, C]  P
-  float pt[C][ldc];        // [C, C]  P T
-  chunk_corrections cr;    // G, M, T
-  chunk_coefficients cf;   // beta, ||k||^2
-  float stage[warps][stage_floats];
-};
-
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rule, T> args) {
-  using S = chunk_wy_per_key_storage<K, V>;
+  using S = chunk_wy_storage<K, V, true>;
   using P = backward_products<T>;
   constexpr int C = S::C;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
-  const span c = args.chunk_at(blockIdx.x);
-  const index_t hv = blockIdx.y, b = c.b, t0 = c.start;
-  const int n = c.length;
+  const auto [b, t0, hv, n] = args.block_chunk();
   float* stage = s.stage[0];
 
   {
