@@ -8,7 +8,8 @@
 ///   3. chunk_state_grads  the gradients of the chunk-end states            sequential, in reverse
 ///      (2 and 3 side by side in one launch: chunk_state_passes)
 ///   4. chunk_gradients dq, dk, dv, dg, dbeta of every chunk                parallel over chunks
-/// Per-key decays (VectorDecay, KDA) run their own pass 1 (KDA) and pass 4, which take the
+/// Per-key decays (VectorDecay, KDA) run their own pass 1 (chunk_decayed_rows: the decayed key
+/// and query rows the state passes read; KDA also chunk_wy_per_key) and pass 4, which take the
 /// chunk's per-key decays element by element, and one more launch that sums dq and dk over the
 /// value heads of each q/k head (kernels/backward/chunk_gradients_per_key.cuh).
 /// Every product is a tensor-core product of fp32 tiles (three TF32 products per step for float
@@ -29,6 +30,7 @@
 #include "host/launch.cuh"
 #include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
+#include "kernels/backward/chunk_decayed_rows.cuh"
 #include "kernels/backward/chunk_gradients.cuh"
 #include "kernels/backward/chunk_gradients_per_key.cuh"
 #include "kernels/backward/chunk_state_passes.cuh"
@@ -44,7 +46,8 @@ namespace linattn::cuda {
 /// memory (read on the host, which synchronises); options::chunk_size is accepted as on the
 /// CPU and does not change the result (the kernels use chunks of 32). Workspace from the
 /// library's pool: 8 K V bytes per 32 tokens and value head, plus 8 (K + V) bytes per token and
-/// value head for the delta rules and 8 K for per-key decays. Throws linattn::error before
+/// value head for the delta rules and 8 K for per-key decays (12 K for KDA, and 4 K per 32
+/// tokens and value head). Throws linattn::error before
 /// anything is queued when an argument is invalid.
 template <rule Rule, class G>
 void chunkwise_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
@@ -67,6 +70,11 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
     using detail::launch;
+    if constexpr (per_key) {
+      if (plan.n_chunks > 0)
+        launch<detail::chunk_decayed_rows_storage<K>>(detail::chunk_decayed_rows_kernel<Rule, E, K>, plan.chunk_grid, args,
+                                                      stream, "chunk_decayed_rows_kernel");
+    }
     if constexpr (corrects && per_key) {
       if (plan.n_chunks > 0)
         launch<detail::chunk_wy_storage<K, V, true>>(detail::chunk_wy_per_key_kernel<Rule, E, K, V>, plan.chunk_grid,

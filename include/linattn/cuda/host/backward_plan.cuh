@@ -7,7 +7,9 @@
 /// Workspace: two fp32 states per chunk and value head (the chunk-start state and the gradient
 /// of the chunk-end state, 2 K V floats per backward_chunk tokens and value head), and for the
 /// delta family four fp32 rows per token and value head (2 K + 2 V floats); per-key decays add
-/// two more (the dq and dk of each value head, 2 K floats).
+/// two more (the dq and dk of each value head, 2 K floats, which first hold the state passes'
+/// decayed key and query rows), a third for the delta family (-K ⊙ Gam, K floats), and K
+/// floats per chunk and value head (the chunk's end decay).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,7 +41,9 @@ struct backward_plan {
     workspace_span<float> states, state_grads;   // [chunks, HV, K, V] each
     workspace_span<float> w_fwd, w_bwd;          // [B, T, HV, K]  (delta family)
     workspace_span<float> u_fwd, dx_loc;         // [B, T, HV, V]  (delta family)
-    workspace_span<float> dq_parts, dk_parts;    // [B, T, HV, K]  (per-key decays)
+    workspace_span<float> dq_parts, dk_parts;    // [B, T, HV, K]  (per-key decays; first keys_end, queries_start)
+    workspace_span<float> keys_start;            // [B, T, HV, K]  (per-key delta family)
+    workspace_span<float> chunk_decay;           // [chunks, HV, K]  (per-key decays)
     std::size_t bytes = 0;
   } workspace;
 
@@ -69,6 +73,8 @@ struct backward_plan {
     const std::size_t parts = per_key ? std::size_t(p.B * p.T * p.HV * p.K) : 0;
     workspace.dq_parts = ws.take<float>(parts);
     workspace.dk_parts = ws.take<float>(parts);
+    workspace.keys_start = ws.take<float>(per_key && corrects ? parts : 0);
+    workspace.chunk_decay = ws.take<float>(per_key ? n_chunks * std::size_t(p.HV * p.K) : 0);
     workspace.bytes = ws.bytes;
   }
 
@@ -89,7 +95,10 @@ struct backward_plan {
     if (workspace.dq_parts.count) {
       args.dq_parts = view(ws.at(workspace.dq_parts), p.B, p.T, p.HV, p.K);
       args.dk_parts = view(ws.at(workspace.dk_parts), p.B, p.T, p.HV, p.K);
+      args.keys_end = args.dq_parts, args.queries_start = args.dk_parts;
+      args.chunk_decay = ws.at(workspace.chunk_decay);
     }
+    if (workspace.keys_start.count) args.keys_start = view(ws.at(workspace.keys_start), p.B, p.T, p.HV, p.K);
   }
 };
 

@@ -35,6 +35,10 @@ struct backward_args : call_args<Rule, T> {
   tensor_view<float, 4> w_fwd, u_fwd;    // [B, T, HV, K], [B, T, HV, V]  T diag(Gam) K, T V   (delta family)
   tensor_view<float, 4> w_bwd, dx_loc;   // [B, T, HV, K], [B, T, HV, V]  T^T diag(e) K, T^T P^T dO
   tensor_view<float, 4> dq_parts, dk_parts;  // [B, T, HV, K]  dQ, dK of each value head (per-key decays)
+  // per-key decays, from chunk_decayed_rows for the state passes (keys_end and queries_start
+  // share the memory of dq_parts and dk_parts, which pass 4 writes after the state passes)
+  tensor_view<float, 4> keys_end, queries_start, keys_start;  // [B, T, HV, K]  K ⊙ E, scale Q ⊙ Gam, -K ⊙ Gam
+  float* chunk_decay = nullptr;          // [chunks, HV, K]  Gam_{n-1} of every chunk
 
   backward_args(const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out, const grads_t& g,
                 const tensor_view<const float, 4>& s0, const tensor_view<const float, 4>& grad_s1,

@@ -8,12 +8,15 @@
 ///
 ///   dX  = Wb dH + dXl                         (delta family; Wb, dXl from pass 1)
 ///   dH <- Gam_{n-1} dH + [diag(Gam) Q; -diag(Gam) K]^T [dO; dX]   (additive: the Q rows only)
-/// Per-key decays: dH <- diag(Gam_{n-1}) dH + [Q ⊙ Gam; -K ⊙ Gam]^T [dO; dX] (key_decays.cuh).
+/// Per-key decays: dH <- diag(Gam_{n-1}) dH + [Q ⊙ Gam; -K ⊙ Gam]^T [dO; dX], the rows and
+/// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them.
 #pragma once
 
+#include <type_traits>
+
 #include "../../tile/block_gemm.cuh"
+#include "chunk_decayed_rows.cuh"
 #include "chunk_factors.cuh"
-#include "key_decays.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -27,7 +30,7 @@ struct chunk_state_grads_storage {
   float wb[C][ldk];        // [C, K]    Wb (delta family)
   chunk_coefficients cf;
   float stage[warps][stage_floats];
-  float kb[PerKey ? C : 1][ldk];  // [C, K]  b (per-key decays; last: not a product operand)
+  float decay[PerKey ? K : 1];  // [K]  Gam_{n-1} (per-key decays; last: not a product operand)
 };
 
 /// The pass for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * BV, on the
@@ -49,51 +52,50 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   float* stage = s.stage[0];
   load_state_block<K, BV>(s.dh, args.ds1, n_seq, hv, v0);
   // The previous chunk's rows and gates are loaded while the current one is computed.
-  chunk_rows<K, Th, T> qr, kr;
+  // Per-key decays read scale Q ⊙ Gam and -K ⊙ Gam of value head hv instead of q and k.
+  using key_type = std::conditional_t<per_key, float, T>;
+  const auto rows_of = [&](const auto& decayed, const auto& raw) {
+    if constexpr (per_key) return tensor_view<const float, 4>(decayed);
+    else return raw;
+  };
+  const tensor_view<const key_type, 4> queries = rows_of(args.queries_start, args.in.q);
+  const tensor_view<const key_type, 4> keys = rows_of(args.keys_start, args.in.k);
+  const index_t key_head = per_key ? hv : h;
+  chunk_rows<K, Th, key_type> qr, kr;
   chunk_rows<K, Th, float> wbr;
   chunk_rows<BV, Th, T> dor;
   chunk_rows<BV, Th, float> dxr;
-  key_gate_rows<K, Th> gr;
+  chunk_decay_vector<K> dr;
   float gate = 0.0f;
-  const auto issue = [&](int t0) {
-    const int n = min(C, seq.start + seq.length - t0);
-    qr.issue(args.in.q, b, t0, n, h);
+  const auto issue = [&](int c) {
+    const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
+    qr.issue(queries, b, t0, n, key_head);
     dor.issue(args.dout, b, t0, n, hv, v0);
     if constexpr (delta) {
-      kr.issue(args.in.k, b, t0, n, h);
+      kr.issue(keys, b, t0, n, key_head);
       wbr.issue(args.w_bwd, b, t0, n, hv);
       dxr.issue(args.dx_loc, b, t0, n, hv, v0);
     }
-    if constexpr (per_key) gr.issue(args, b, t0, n, hv);
+    if constexpr (per_key) dr.issue(args, seq.first_chunk + c, hv);
     else gate = lane_gate(args, b, t0, n, hv);
   };
   const int chunks = (seq.length + C - 1) / C;
-  if (chunks > 0) issue(seq.start + (chunks - 1) * C);
+  if (chunks > 0) issue(chunks - 1);
   for (int c = chunks - 1; c >= 0; --c) {
-    if constexpr (per_key) {
-      gr.store(s.kb[0], S::ldk);
-      qr.store(s.left[0], S::ldk);
-      if constexpr (delta) kr.store(s.left[C], S::ldk);
-      __syncthreads();
-      column_cumsum<K>(s.kb[0], S::ldk);
-    } else {
-      chunk_decays(gate, s.cf);
-    }
-    __syncthreads();  // dH complete (previous chunk), b visible
+    if constexpr (per_key) dr.store(s.decay);
+    else chunk_decays(gate, s.cf);
+    __syncthreads();  // dH complete (previous chunk), decays visible
     store_state_block<K, BV>(args.chunk_states(args.state_grads, K, V), s.dh, seq.first_chunk + c, hv, v0);
-    if constexpr (per_key) {
-      key_decayed<K>(s.left[0], s.left[0], S::ldk, s.kb[0], false, scale);  // Q ⊙ Gam
-      if constexpr (delta) key_decayed<K>(s.left[C], s.left[C], S::ldk, s.kb[0], false, -1.0f);  // -K ⊙ Gam
-    } else {
-      qr.store(s.left[0], S::ldk, [&](int r) { return s.cf.gam[r] * scale; });
-    }
+    if constexpr (per_key) qr.store(s.left[0], S::ldk);  // scale Q ⊙ Gam as read
+    else qr.store(s.left[0], S::ldk, [&](int r) { return s.cf.gam[r] * scale; });
     dor.store(s.right[0], S::ldb);
     if constexpr (delta) {
-      if constexpr (!per_key) kr.store(s.left[C], S::ldk, [&](int r) { return -s.cf.gam[r]; });
+      if constexpr (per_key) kr.store(s.left[C], S::ldk);  // -K ⊙ Gam as read
+      else kr.store(s.left[C], S::ldk, [&](int r) { return -s.cf.gam[r]; });
       wbr.store(s.wb[0], S::ldk);
       dxr.store(s.right[C], S::ldb);
     }
-    if (c > 0) issue(seq.start + (c - 1) * C);
+    if (c > 0) issue(c - 1);
     __syncthreads();
     if constexpr (delta) {
       block_gemm_split_k<P, row_major, row_major, C, BV, K>(s.wb[0], S::ldk, s.dh[0], S::ldb, stage,
@@ -106,7 +108,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
     block_gemm<P, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
         [&](int i, int j, const float (&x)[8]) {
           float decay;
-          if constexpr (per_key) decay = __expf(s.kb[C - 1][i]);
+          if constexpr (per_key) decay = s.decay[i];
           else decay = s.cf.gam[C - 1];
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.dh[i][j + e] = decay * s.dh[i][j + e] + x[e];

@@ -7,15 +7,15 @@
 ///
 ///   U~ = U - W H      (delta family, U and W from pass 1; the additive family writes V)
 ///   H <- Gam_{n-1} H + (diag(e) K)^T U~
-/// Per-key decays: H <- diag(Gam_{n-1}) H + (K ⊙ E)^T U~, with the chunk's b [C, K] formed here
-/// (key_decays.cuh).
+/// Per-key decays: H <- diag(Gam_{n-1}) H + (K ⊙ E)^T U~, the rows K ⊙ E and the vector
+/// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them.
 #pragma once
 
 #include <type_traits>
 
 #include "../../tile/block_gemm.cuh"
+#include "chunk_decayed_rows.cuh"
 #include "chunk_factors.cuh"
-#include "key_decays.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -38,8 +38,9 @@ struct chunk_states_storage {
   float u[C][ldb];        // [C, BV]  U, then U~ (or V)
   chunk_coefficients cf;
   float stage[warps][stage_floats];
-  float kb[PerKey ? C : 1][ldk];  // [C, K]  b (per-key decays; last: not a product operand)
+  float decay[PerKey ? K : 1];  // [K]  Gam_{n-1} (per-key decays; last: not a product operand)
 };
+
 
 /// The pass for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * BV, on the
 /// whole block (chunk_state_passes.cuh launches it).
@@ -64,36 +65,35 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
     if constexpr (delta) return tensor_view<const float, 4>(args.u_fwd);
     else return args.in.v;
   }();
-  chunk_rows<K, Th, T> kr;
+  using key_type = std::conditional_t<per_key, float, T>;  // per-key decays: K ⊙ E of value head hv
+  const tensor_view<const key_type, 4> keys = [&] {
+    if constexpr (per_key) return tensor_view<const float, 4>(args.keys_end);
+    else return args.in.k;
+  }();
+  chunk_rows<K, Th, key_type> kr;
   chunk_rows<K, Th, float> wr;
   chunk_rows<BV, Th, value_type> ur;
-  key_gate_rows<K, Th> gr;
+  chunk_decay_vector<K> dr;
   float gate = 0.0f;
-  const auto issue = [&](int t0) {
+  const auto issue = [&](int t0, int c) {
     const int n = min(C, end - t0);
-    kr.issue(args.in.k, b, t0, n, h);
+    kr.issue(keys, b, t0, n, per_key ? hv : h);
     if constexpr (delta) wr.issue(args.w_fwd, b, t0, n, hv);
     ur.issue(values, b, t0, n, hv, v0);
-    if constexpr (per_key) gr.issue(args, b, t0, n, hv);
+    if constexpr (per_key) dr.issue(args, seq.first_chunk + c, hv);
     else gate = lane_gate(args, b, t0, n, hv);
   };
-  if (seq.length > 0) issue(seq.start);
+  if (seq.length > 0) issue(seq.start, 0);
   for (int c = 0, t0 = seq.start; t0 < end; ++c, t0 += C) {
-    if constexpr (per_key) {
-      gr.store(s.kb[0], S::ldk);
-      kr.store(s.keys_e[0], S::ldk);
-      __syncthreads();
-      column_cumsum<K>(s.kb[0], S::ldk);
-    } else {
-      chunk_decays(gate, s.cf);
-    }
-    __syncthreads();  // H complete (previous chunk), b visible
+    if constexpr (per_key) dr.store(s.decay);
+    else chunk_decays(gate, s.cf);
+    __syncthreads();  // H complete (previous chunk), decays visible
     store_state_block<K, BV>(args.chunk_states(args.states, K, V), s.h, seq.first_chunk + c, hv, v0);
-    if constexpr (per_key) key_decayed<K>(s.keys_e[0], s.keys_e[0], S::ldk, s.kb[0], true);  // K ⊙ E
+    if constexpr (per_key) kr.store(s.keys_e[0], S::ldk);  // K ⊙ E as read
     else kr.store(s.keys_e[0], S::ldk, [&](int r) { return s.cf.e[r]; });
     if constexpr (delta) wr.store(s.w[0], S::ldk);
     ur.store(s.u[0], S::ldb);
-    if (t0 + C < end) issue(t0 + C);
+    if (t0 + C < end) issue(t0 + C, c + 1);
     __syncthreads();
     if constexpr (delta) {
       block_gemm_split_k<P, row_major, row_major, C, BV, K>(s.w[0], S::ldk, s.h[0], S::ldb, stage,
@@ -106,7 +106,7 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
     block_gemm<P, col_major, row_major, K, BV, C>(s.keys_e[0], S::ldk, s.u[0], S::ldb, stage,
         [&](int i, int j, const float (&x)[8]) {
           float decay;
-          if constexpr (per_key) decay = __expf(s.kb[C - 1][i]);
+          if constexpr (per_key) decay = s.decay[i];
           else decay = s.cf.gam[C - 1];
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.h[i][j + e] = decay * s.h[i][j + e] + x[e];
