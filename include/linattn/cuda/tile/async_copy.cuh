@@ -15,12 +15,6 @@ __device__ inline void copy_async_16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
 }
 
-/// Copies 4 bytes global -> shared.
-__device__ inline void copy_async_4(void* dst, const void* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src));
-}
-
 /// Closes the group of copies issued so far by this thread.
 __device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::); }
 

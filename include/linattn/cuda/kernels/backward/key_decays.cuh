@@ -49,15 +49,15 @@ __device__ void column_cumsum(float* tile, int ld) {
   }
 }
 
-/// dst[r][d] = factor * src[r][d] * exp(b[r][d]) (`toward_end` false: Gam) or
+/// dst[r][d] = src[r][d] * exp(b[r][d]) (`toward_end` false: Gam) or
 /// exp(b[C-1][d] - b[r][d]) (true: E), for a [C, K] tile; dst may be src. Whole block; the
 /// caller synchronises.
 template <int K>
-__device__ void key_decayed(float* dst, const float* src, int ld, const float* b, bool toward_end, float factor = 1.0f) {
+__device__ void key_decayed(float* dst, const float* src, int ld, const float* b, bool toward_end) {
   for (int e = int(threadIdx.x); e < backward_chunk * K; e += int(blockDim.x)) {
     const int r = e / K, d = e % K;
     const float x = toward_end ? b[(backward_chunk - 1) * ld + d] - b[r * ld + d] : b[r * ld + d];
-    dst[r * ld + d] = factor * src[r * ld + d] * __expf(x);
+    dst[r * ld + d] = src[r * ld + d] * __expf(x);
   }
 }
 
