@@ -67,6 +67,9 @@ struct backward_args : call_args<Rule, T> {
     return span{int(i / unsigned(per_row)), first, min(backward_chunk, this->length - first), 0};
   }
 
+  /// Gam_{n-1} [K] of chunk i, value head hv, in `chunk_decay` (per-key decays).
+  __device__ float* chunk_decay_at(int i, index_t hv, int K) const { return chunk_decay + (index_t(i) * heads_v + hv) * K; }
+
   /// `states` or `state_grads` as a view [chunks, HV, K, V] (row-major): chunk i's block of
   /// value head hv is (i, hv, :, :).
   __device__ tensor_view<float, 4> chunk_states(float* base, int K, int V) const {

@@ -56,9 +56,9 @@ __global__ void __launch_bounds__(256) chunk_decayed_rows_kernel(backward_args<R
     args.keys_end(b, t0 + r, hv, d) = kd * __expf(s.b[C - 1][d] - br);
     const float gam = __expf(br);
     args.queries_start(b, t0 + r, hv, d) = scale * s.q[r][d] * gam;
-    if constexpr (delta) args.keys_start(b, t0 + r, hv, d) = -1.0f * kd * gam;
+    if constexpr (delta) args.keys_start(b, t0 + r, hv, d) = -(kd * gam);
   }
-  float* decay = args.chunk_decay + (index_t(blockIdx.x) * args.heads_v + hv) * K;
+  float* decay = args.chunk_decay_at(int(blockIdx.x), hv, K);
   for (int d = int(threadIdx.x); d < K; d += int(blockDim.x)) decay[d] = __expf(s.b[C - 1][d]);
 }
 
@@ -70,7 +70,7 @@ struct chunk_decay_vector {
   float x = 0.0f;
   template <class Args>
   __device__ void issue(const Args& args, int chunk, index_t hv) {
-    if (int(threadIdx.x) < K) x = args.chunk_decay[(index_t(chunk) * args.heads_v + hv) * K + threadIdx.x];
+    if (int(threadIdx.x) < K) x = args.chunk_decay_at(chunk, hv, K)[threadIdx.x];
   }
   __device__ void store(float* decay) const {
     if (int(threadIdx.x) < K) decay[threadIdx.x] = x;

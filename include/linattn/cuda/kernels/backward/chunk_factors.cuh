@@ -114,6 +114,14 @@ struct chunk_input_rows {
   }
 };
 
+/// The rows a state pass reads: rows the backward's workspace holds (fp32) when `Workspace`,
+/// else the caller's input rows. The row type differs, so the pick is made at compile time.
+template <bool Workspace, class T>
+__device__ auto workspace_or_input(const tensor_view<float, 4>& workspace, const tensor_view<const T, 4>& input) {
+  if constexpr (Workspace) return tensor_view<const float, 4>(workspace);
+  else return input;
+}
+
 /// An epilogue for block_gemm that writes rows r < n of its result to x(b, t0 + r, hv, :).
 inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, index_t t0, index_t hv, int n) {
   return [=](int r, int j, const float (&v)[8]) {

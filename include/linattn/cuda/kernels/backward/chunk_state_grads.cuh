@@ -12,8 +12,6 @@
 /// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them.
 #pragma once
 
-#include <type_traits>
-
 #include "../../tile/block_gemm.cuh"
 #include "chunk_decayed_rows.cuh"
 #include "chunk_factors.cuh"
@@ -53,15 +51,10 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   load_state_block<K, BV>(s.dh, args.ds1, n_seq, hv, v0);
   // The previous chunk's rows and gates are loaded while the current one is computed.
   // Per-key decays read scale Q ⊙ Gam and -K ⊙ Gam of value head hv instead of q and k.
-  using key_type = std::conditional_t<per_key, float, T>;
-  const auto rows_of = [&](const auto& decayed, const auto& raw) {
-    if constexpr (per_key) return tensor_view<const float, 4>(decayed);
-    else return raw;
-  };
-  const tensor_view<const key_type, 4> queries = rows_of(args.queries_start, args.in.q);
-  const tensor_view<const key_type, 4> keys = rows_of(args.keys_start, args.in.k);
+  const auto queries = workspace_or_input<per_key>(args.queries_start, args.in.q);
+  const auto keys = workspace_or_input<per_key>(args.keys_start, args.in.k);
   const index_t key_head = per_key ? hv : h;
-  chunk_rows<K, Th, key_type> qr, kr;
+  chunk_rows<K, Th, typename decltype(queries)::value_type> qr, kr;
   chunk_rows<K, Th, float> wbr;
   chunk_rows<BV, Th, T> dor;
   chunk_rows<BV, Th, float> dxr;

@@ -11,8 +11,6 @@
 /// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them.
 #pragma once
 
-#include <type_traits>
-
 #include "../../tile/block_gemm.cuh"
 #include "chunk_decayed_rows.cuh"
 #include "chunk_factors.cuh"
@@ -41,7 +39,6 @@ struct chunk_states_storage {
   float decay[PerKey ? K : 1];  // [K]  Gam_{n-1} (per-key decays; last: not a product operand)
 };
 
-
 /// The pass for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * BV, on the
 /// whole block (chunk_state_passes.cuh launches it).
 template <class Rule, class T, int K, int BV_>
@@ -60,19 +57,12 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
   float* stage = s.stage[0];
   load_state_block<K, BV>(s.h, args.s0, n_seq, hv, v0);
   // The next chunk's rows and gates are loaded while the current one is computed.
-  using value_type = std::conditional_t<delta, float, T>;
-  const tensor_view<const value_type, 4> values = [&] {
-    if constexpr (delta) return tensor_view<const float, 4>(args.u_fwd);
-    else return args.in.v;
-  }();
-  using key_type = std::conditional_t<per_key, float, T>;  // per-key decays: K ⊙ E of value head hv
-  const tensor_view<const key_type, 4> keys = [&] {
-    if constexpr (per_key) return tensor_view<const float, 4>(args.keys_end);
-    else return args.in.k;
-  }();
-  chunk_rows<K, Th, key_type> kr;
+  // The delta family reads U (pass 1); per-key decays read K ⊙ E of value head hv.
+  const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
+  const auto keys = workspace_or_input<per_key>(args.keys_end, args.in.k);
+  chunk_rows<K, Th, typename decltype(keys)::value_type> kr;
   chunk_rows<K, Th, float> wr;
-  chunk_rows<BV, Th, value_type> ur;
+  chunk_rows<BV, Th, typename decltype(values)::value_type> ur;
   chunk_decay_vector<K> dr;
   float gate = 0.0f;
   const auto issue = [&](int t0, int c) {
