@@ -101,7 +101,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
         detail::check_launch("group_sum_kernel");
       }
     } else if (plan.n_chunks > 0) {
-      launch<detail::chunk_gradients_storage<K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
+      launch<detail::chunk_gradients_storage<E, K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
                                                     args, stream, "chunk_gradients_kernel");
     }
   });

@@ -20,13 +20,15 @@
 
 #include "../../tile/block_gemm.cuh"
 #include "chunk_factors.cuh"
+#include "state_products.cuh"
 
 namespace linattn::cuda::detail {
 
-template <int K, int V>
+template <class T, int K, int V>
 struct chunk_gradients_storage {
+  static constexpr state_staging staging = state_staging_for<T>;
   static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (212 KiB) per multiprocessor
-  static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4, ldm = (K > V ? K : V) + 4;
+  static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4;
   static constexpr int ldc = chunk_corrections::ld;
   float q[C][ldk];     // [C, K]  scale q
   float k[C][ldk];     // [C, K]
@@ -37,7 +39,7 @@ struct chunk_gradients_storage {
   float dy[C][ldv];    // [C, V]  dY, then dX (delta family)
   float dq[C][ldk];    // [C, K]  dQ summed over the value heads
   float dk[C][ldk];    // [C, K]  dK summed over the value heads
-  float tmp[C][ldm];   // [C, K]  one term of dQ or dK
+  state_phase_storage<staging, K, V> st;  // what the products with H0 and dH need
   float p[C][ldc];     // [C, C]  P
   float dp[C][ldc];    // [C, C]  dP ⊙ D
   float z[C][ldc];     // [C, C]  Z
@@ -47,24 +49,6 @@ struct chunk_gradients_storage {
   float dgv[C], w[C], dbeta[C], red[warps];
   float stage[warps][stage_floats];
 };
-
-/// For each row r of the chunk: dots[r] = <a_r, t_r> (or += with `add_dots`) and acc_r += t_r,
-/// one warp per row (a fixed order of sums). The caller synchronises.
-template <int D>
-__device__ void row_dots_accumulate(const float* a, const float* t, float* acc, int lda, int ldt, float* dots, bool add_dots) {
-  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
-  for (int r = int(threadIdx.x) / 32; r < backward_chunk; r += warps) {
-    float s = 0.0f;
-    for (int i = lane; i < D; i += 32) {
-      const float y = t[r * ldt + i];
-      s += a[r * lda + i] * y;
-      acc[r * lda + i] += y;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) dots[r] = add_dots ? dots[r] + s : s;
-  }
-}
 
 /// Writes rows r < n of a [C, D] fp32 tile, times `scale`, to x(b, t0 + r, h, 0..D).
 template <int D, class T>
@@ -77,10 +61,10 @@ __device__ void store_tile(const tensor_view<T, 4>& x, const float* tile, int ld
 }
 
 template <class Rule, class T, int K, int V>
-__global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_gradients_kernel(backward_args<Rule, T> args) {
-  using S = chunk_gradients_storage<K, V>;
+__global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chunk_gradients_kernel(backward_args<Rule, T> args) {
+  using S = chunk_gradients_storage<T, K, V>;
   using P = backward_products<T>;
-  constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc, ldm = S::ldm;
+  constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
@@ -106,13 +90,14 @@ __global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_
     __syncthreads();
     const float* H0 = args.state_at(args.states, ci, hv, K, V);
     const float* dH = args.state_at(args.state_grads, ci, hv, K, V);
+    if constexpr (delta) chunk_inverse<P, K>(s.k[0], ldk, cf, s.cr, stage);
+    // with H0: X = V - diag(Gam) K H0 (delta family); dQ = diag(Gam) dO H0^T and its dg term
+    {
+      const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false};
+      state_phase<S::staging, P, K, V, S::threads>(s.st, H0, delta ? &x : nullptr,
+                                                   {s.dout[0], ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false}, stage);
+    }
     if constexpr (delta) {
-      chunk_inverse<P, K>(s.k[0], ldk, cf, s.cr, stage);
-      block_gemm<P, row_major, row_major, C, V, K>(s.k[0], ldk, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s.x[r][j + e] -= cf.gam[r] * x[e];  // X = V - diag(Gam) K H0
-      });
-      __syncthreads();
       block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
@@ -121,12 +106,12 @@ __global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_
       __syncthreads();
     }
     const float* u = delta ? s.u[0] : s.x[0];
-    // dU = diag(e) K dH + P^T dO
-    block_gemm<P, row_major, row_major, C, V, K>(s.k[0], ldk, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.du[r][j + e] = cf.e[r] * x[e];
-    });
-    __syncthreads();
+    // with dH: dU = diag(e) K dH (then + P^T dO); dK = diag(e) U dH^T (the state write) and its dg term
+    {
+      const state_rows_job du{s.k[0], ldk, s.du[0], ldv, cf.e, 1.0f, true};
+      state_phase<S::staging, P, K, V, S::threads>(s.st, dH, &du, {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false},
+                                                   stage);
+    }
     block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s.du[r][j + e] += x[e];
@@ -178,41 +163,22 @@ __global__ void __launch_bounds__(chunk_gradients_storage<K, V>::threads) chunk_
     }
     store_tile<V>(args.grads.dv, delta ? s.dy[0] : s.du[0], ldv, b, t0, n, hv);
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
-    // dQ: diag(Gam) dO H0^T (with its dg term), then dP K
-    block_gemm<P, row_major, col_major, C, K, V>(s.dout[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = cf.gam[r] * x[e];
-    });
-    __syncthreads();
-    row_dots_accumulate<K>(s.q[0], s.tmp[0], s.dq[0], ldk, ldm, s.dgv, false);
-    __syncthreads();
+    // dQ += dP K, dK += dP^T Q
     block_gemm<P, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
         [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
           for (int e = 0; e < 8; ++e) s.dq[r][j + e] += x[e];
         });
-    // dK: diag(e) U dH^T (the state write, with its dg term), dP^T Q
-    block_gemm<P, row_major, col_major, C, K, V>(u, ldv, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = cf.e[r] * x[e];
-    });
-    __syncthreads();
-    row_dots_accumulate<K>(s.k[0], s.tmp[0], s.dk[0], ldk, ldm, s.w, false);
-    __syncthreads();
     block_gemm<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) s.dk[r][j + e] += x[e];
     });
     __syncthreads();
     if constexpr (delta) {
-      // - diag(Gam) dX H0^T (with its dg term), (dG + dG^T) K, and beta's dependence on ||k||^2
-      block_gemm<P, row_major, col_major, C, K, V>(s.dy[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s.tmp[r][j + e] = -cf.gam[r] * x[e];
-      });
-      __syncthreads();
-      row_dots_accumulate<K>(s.k[0], s.tmp[0], s.dk[0], ldk, ldm, s.dgv, true);
-      __syncthreads();
+      // with H0 again: dK -= diag(Gam) dX H0^T (with its dg term); then (dG + dG^T) K and beta's
+      // dependence on ||k||^2
+      state_phase<S::staging, P, K, V, S::threads>(s.st, H0, nullptr,
+                                                   {s.dy[0], ldv, s.dk[0], s.k[0], ldk, cf.gam, -1.0f, s.dgv, true}, stage);
       block_gemm<P, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Backward pass 4's products with a chunk state S [K, V] (the chunk-start state H0 or the
+/// gradient dH of the chunk-end state, fp32 in the workspace), grouped in phases that share
+/// one state:
+///
+///   rows job     out[C, V]  (=|+=)  sign diag(f) A S       A [C, K]  (K H0, K dH)
+///   columns job  acc[C, K]  +=      sign diag(f) B S^T     B [C, V]  (dO H0^T, U dH^T, dX H0^T)
+///                dots[r]    (=|+=)  <rows_r, that term_r>  (the gate gradient's row sums)
+///
+/// Two ways to take them, picked by the input type:
+///  - `state_staging::global` (fp32 and fp16 inputs): WMMA block products (block_gemm.cuh) that
+///    read S from the workspace, one TF32 product per step for fp16 (three for fp32);
+///  - `state_staging::bf16_halves` (bf16 inputs): S staged in shared memory half by half
+///    (K / 2 rows at a time) as bf16, and warp-level mma.sync m16n8k16 products with the fp32
+///    tiles rounded to bf16 as they are read. The states then share the 16-bit rounding of
+///    every other operand of a bf16 call, and the products take a tenth of the instructions.
+/// The caller's tiles are fp32 in shared memory, rows past the chunk zero.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+
+#include "../../tile/block_gemm.cuh"
+#include "../../tile/mma_sync.cuh"
+#include "backward_args.cuh"
+
+namespace linattn::cuda::detail {
+
+enum class state_staging { global, bf16_halves };
+
+template <class T>
+inline constexpr state_staging state_staging_for = std::is_same_v<T, __nv_bfloat16> ? state_staging::bf16_halves
+                                                                                     : state_staging::global;
+
+/// out[r][c] (= or +=) sign f[r] (A S)[r][c]; A [C, K] with row stride lda, out [C, V] with ldo.
+struct state_rows_job {
+  const float* a;
+  int lda;
+  float* out;
+  int ldo;
+  const float* f;
+  float sign;
+  bool assign;
+};
+
+/// acc[r][c] += y[r][c] = sign f[r] (B S^T)[r][c] and dots[r] (= or +=) sum_c rows[r][c] y[r][c];
+/// B [C, V] (stride ldb), acc and rows [C, K] (stride ldk).
+struct state_columns_job {
+  const float* b;
+  int ldb;
+  float* acc;
+  const float* rows;
+  int ldk;
+  const float* f;
+  float sign;
+  float* dots;
+  bool add_dots;
+};
+
+/// The shared memory a phase needs beside the caller's tiles.
+template <state_staging How, int K, int V>
+struct state_phase_storage {
+  float tmp[backward_chunk][(K > V ? K : V) + 4];  // [C, K]  one columns-job term
+};
+
+template <int K, int V>
+struct state_phase_storage<state_staging::bf16_halves, K, V> {
+  static constexpr int rows = K / 2, ld = V + 8;  // 16-byte aligned rows, conflict-free ldmatrix
+  __nv_bfloat16 half[rows][ld];                  // [K/2, V]  rows [h K/2, (h+1) K/2) of S
+  float dot_parts[backward_chunk][K / 8];        // [C, K/8]  the dots per 8-column block
+};
+
+/// dots[r] (= or +=) <rows_r, tmp_r> and acc_r += tmp_r, one warp per row; the caller synchronises.
+template <int D>
+__device__ void row_dots_accumulate(const float* rows, const float* tmp, float* acc, int ld, int ldt, float* dots,
+                                    bool add_dots) {
+  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  for (int r = int(threadIdx.x) / 32; r < backward_chunk; r += warps) {
+    float s = 0.0f;
+    for (int i = lane; i < D; i += 32) {
+      const float y = tmp[r * ldt + i];
+      s += rows[r * ld + i] * y;
+      acc[r * ld + i] += y;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) dots[r] = add_dots ? dots[r] + s : s;
+  }
+}
+
+/// The A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of an fp32 tile, rounded to T.
+template <class T>
+__device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile, int ld, int r0, int k0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  const float2 x0 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t);
+  const float2 x1 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t);
+  const float2 x2 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t + 8);
+  const float2 x3 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t + 8);
+  a[0] = pack2<T>(x0.x, x0.y), a[1] = pack2<T>(x1.x, x1.y);
+  a[2] = pack2<T>(x2.x, x2.y), a[3] = pack2<T>(x3.x, x3.y);
+}
+
+/// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, fp32). Runs on the
+/// whole block and ends synchronised; the caller synchronises before it (its tiles complete).
+template <state_staging How, class P, int K, int V, int Threads>
+__device__ void state_phase(state_phase_storage<How, K, V>& st, const float* S, const state_rows_job* rows,
+                            const state_columns_job& cols, float* stage) {
+  constexpr int C = backward_chunk;
+  const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
+  if constexpr (How == state_staging::global) {
+    constexpr int ldt = (K > V ? K : V) + 4;
+    if (rows) {
+      const state_rows_job j = *rows;
+      block_gemm<P, row_major, row_major, C, V, K>(j.a, j.lda, S, V, stage, [&](int r, int c, const float (&x)[8]) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          float& o = j.out[r * j.ldo + c + e];
+          const float y = j.sign * j.f[r] * x[e];
+          o = j.assign ? y : o + y;
+        }
+      });
+    }
+    block_gemm<P, row_major, col_major, C, K, V>(cols.b, cols.ldb, S, V, stage, [&](int r, int c, const float (&x)[8]) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) st.tmp[r][c + e] = cols.sign * cols.f[r] * x[e];
+    });
+    __syncthreads();
+    row_dots_accumulate<K>(cols.rows, st.tmp[0], cols.acc, cols.ldk, ldt, cols.dots, cols.add_dots);
+    __syncthreads();
+  } else {
+    using T = __nv_bfloat16;
+    using St = state_phase_storage<How, K, V>;
+    constexpr int warps = Threads / 32, half = St::rows;
+    // staging: each thread carries `per_thread` 16-byte pieces of a half from the workspace
+    constexpr int quads = half * V / 4, per_thread = quads / Threads;
+    static_assert(quads % Threads == 0, "whole pieces per thread");
+    float4 piece[per_thread];
+    const auto issue = [&](int h) {
+      const float4* src = reinterpret_cast<const float4*>(S + index_t(h) * half * V);
+#pragma unroll
+      for (int i = 0; i < per_thread; ++i) piece[i] = src[tid + i * Threads];
+    };
+    const auto store = [&] {
+#pragma unroll
+      for (int i = 0; i < per_thread; ++i) {
+        const int e = tid + i * Threads, r = e / (V / 4), c = (e % (V / 4)) * 4;
+        *reinterpret_cast<uint2*>(&st.half[r][c]) =
+            make_uint2(pack2<T>(piece[i].x, piece[i].y), pack2<T>(piece[i].z, piece[i].w));
+      }
+    };
+    // rows job: [C, V] in units of 16 rows x 8 columns, row_units per warp, summed over both halves
+    constexpr int row_units = (C / 16) * (V / 8) / warps;
+    static_assert((C / 16) * (V / 8) % warps == 0, "whole row units per warp");
+    float racc[row_units][4] = {};
+    // columns job: [C, K/2] per half in units of 16 x 8; col_units units over the first warps
+    constexpr int col_units = (C / 16) * (half / 8);
+    static_assert(col_units <= warps, "one columns unit per warp");
+    const int g = lane / 4, t = lane % 4;
+    issue(0);
+    for (int h = 0; h < 2; ++h) {
+      store();
+      __syncthreads();
+      if (h == 0) issue(1);
+      if (rows) {
+#pragma unroll
+        for (int u = 0; u < row_units; ++u) {
+          const int unit = warp + u * warps, r0 = 16 * (unit / (V / 8)), n0 = 8 * (unit % (V / 8));
+#pragma unroll
+          for (int s = 0; s < half / 16; s += 2) {
+            std::uint32_t y[4], a0[4], a1[4];
+            ldmatrix_x4<true>(y, &st.half[16 * s + lane][n0]);  // k rows 16 s + lane, two k-steps
+            fp32_a_fragment<T>(a0, rows->a, rows->lda, r0, h * half + 16 * s, lane);
+            fp32_a_fragment<T>(a1, rows->a, rows->lda, r0, h * half + 16 * s + 16, lane);
+            mma_16816<T>(racc[u], a0, y[0], y[1]);
+            mma_16816<T>(racc[u], a1, y[2], y[3]);
+          }
+        }
+      }
+      if (warp < col_units) {
+        const int r0 = 16 * (warp / (half / 8)), n0 = 8 * (warp % (half / 8));
+        float acc[4] = {};
+#pragma unroll
+        for (int s = 0; s < V / 16; s += 2) {
+          std::uint32_t y[4], b0[4], b1[4];
+          ldmatrix_x4(y, &st.half[n0 + lane % 8][16 * s + 8 * (lane / 8)]);  // n rows, k columns: two k-steps
+          fp32_a_fragment<T>(b0, cols.b, cols.ldb, r0, 16 * s, lane);
+          fp32_a_fragment<T>(b1, cols.b, cols.ldb, r0, 16 * s + 16, lane);
+          mma_16816<T>(acc, b0, y[0], y[1]);
+          mma_16816<T>(acc, b1, y[2], y[3]);
+        }
+        const int c = h * half + n0 + 2 * t;
+        float part[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int r = r0 + g + 8 * i;
+          const float f = cols.sign * cols.f[r], y0 = f * acc[2 * i], y1 = f * acc[2 * i + 1];
+          float* a = cols.acc + r * cols.ldk + c;
+          a[0] += y0, a[1] += y1;
+          const float* x = cols.rows + r * cols.ldk + c;
+          part[i] = x[0] * y0 + x[1] * y1;
+#pragma unroll
+          for (int o = 1; o < 4; o <<= 1) part[i] += __shfl_xor_sync(0xffffffffu, part[i], o);
+        }
+        if (t == 0) st.dot_parts[r0 + g][c / 8] = part[0], st.dot_parts[r0 + g + 8][c / 8] = part[1];
+      }
+      __syncthreads();
+    }
+    if (rows) {
+#pragma unroll
+      for (int u = 0; u < row_units; ++u) {
+        const int unit = warp + u * warps, r0 = 16 * (unit / (V / 8)), c = 8 * (unit % (V / 8)) + 2 * t;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int r = r0 + g + 8 * i;
+          const float f = rows->sign * rows->f[r];
+          float* o = rows->out + r * rows->ldo + c;
+          o[0] = rows->assign ? f * racc[u][2 * i] : o[0] + f * racc[u][2 * i];
+          o[1] = rows->assign ? f * racc[u][2 * i + 1] : o[1] + f * racc[u][2 * i + 1];
+        }
+      }
+    }
+    if (tid < C) {
+      float d = 0.0f;
+#pragma unroll
+      for (int i = 0; i < K / 8; ++i) d += st.dot_parts[tid][i];
+      cols.dots[tid] = cols.add_dots ? cols.dots[tid] + d : d;
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace linattn::cuda::detail
