@@ -77,8 +77,11 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
 
   chunk_rows<V, S::threads, T> vr, dr;  // the value head's rows, issued ahead
   vr.issue(args.in.v, b, t0, n, h * args.group), dr.issue(args.dout, b, t0, n, h * args.group);
-  load_tile<K, S::threads>(s.q[0], ldk, args.in.q, b, t0, n, h, args.scale);
-  load_tile<K, S::threads>(s.k[0], ldk, args.in.k, b, t0, n, h);
+  {
+    chunk_rows<K, S::threads, T> qr, kr;  // all four loads in flight at once
+    qr.issue(args.in.q, b, t0, n, h), kr.issue(args.in.k, b, t0, n, h);
+    qr.store(s.q[0], ldk, args.scale), kr.store(s.k[0], ldk);
+  }
   for (int e = tid; e < C * ldk; e += int(blockDim.x)) s.dq[0][e] = 0.0f, s.dk[0][e] = 0.0f;
 
   for (index_t hv = h * args.group; hv < (h + 1) * args.group; ++hv) {
@@ -90,11 +93,13 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     __syncthreads();
     const float* H0 = args.state_at(args.states, ci, hv, K, V);
     const float* dH = args.state_at(args.state_grads, ci, hv, K, V);
+    state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
+    pieces.issue(H0, 0);
     if constexpr (delta) chunk_inverse<P, K>(s.k[0], ldk, cf, s.cr, stage);
     // with H0: X = V - diag(Gam) K H0 (delta family); dQ = diag(Gam) dO H0^T and its dg term
     {
       const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false};
-      state_phase<S::staging, P, K, V, S::threads>(s.st, H0, delta ? &x : nullptr,
+      state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, dH, delta ? &x : nullptr,
                                                    {s.dout[0], ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false}, stage);
     }
     if constexpr (delta) {
@@ -109,8 +114,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     // with dH: dU = diag(e) K dH (then + P^T dO); dK = diag(e) U dH^T (the state write) and its dg term
     {
       const state_rows_job du{s.k[0], ldk, s.du[0], ldv, cf.e, 1.0f, true};
-      state_phase<S::staging, P, K, V, S::threads>(s.st, dH, &du, {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false},
-                                                   stage);
+      state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, dH, nullptr, &du,
+                                                   {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false}, stage);
     }
     block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
@@ -163,6 +168,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     }
     store_tile<V>(args.grads.dv, delta ? s.dy[0] : s.du[0], ldv, b, t0, n, hv);
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
+    if constexpr (delta) pieces.issue(H0, 0);
     // dQ += dP K, dK += dP^T Q
     block_gemm<P, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
         [&](int r, int j, const float (&x)[8]) {
@@ -177,7 +183,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if constexpr (delta) {
       // with H0 again: dK -= diag(Gam) dX H0^T (with its dg term); then (dG + dG^T) K and beta's
       // dependence on ||k||^2
-      state_phase<S::staging, P, K, V, S::threads>(s.st, H0, nullptr,
+      state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, nullptr, nullptr,
                                                    {s.dy[0], ldv, s.dk[0], s.k[0], ldk, cf.gam, -1.0f, s.dgv, true}, stage);
       block_gemm<P, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
           [&](int r, int j, const float (&x)[8]) {

@@ -73,6 +73,36 @@ struct state_phase_storage<state_staging::bf16_halves, K, V> {
   float dot_parts[backward_chunk][K / 8];        // [C, K/8]  the dots per 8-column block
 };
 
+/// The pieces of one half of a state on their way to shared memory, in registers between
+/// `issue` (the loads, rows [h K/2, (h+1) K/2) of S) and `store` (as bf16), so that the loads of
+/// the next half or state overlap the products on the current one. Nothing to stage for
+/// `state_staging::global`.
+template <state_staging How, int K, int V, int Threads>
+struct state_pieces {
+  __device__ void issue(const float*, int) {}
+};
+
+template <int K, int V, int Threads>
+struct state_pieces<state_staging::bf16_halves, K, V, Threads> {
+  static constexpr int half = K / 2, quads = half * V / 4, per_thread = quads / Threads;
+  static_assert(quads % Threads == 0, "whole 16-byte pieces per thread");
+  float4 piece[per_thread];
+
+  __device__ void issue(const float* S, int h) {
+    const float4* src = reinterpret_cast<const float4*>(S + index_t(h) * half * V);
+#pragma unroll
+    for (int i = 0; i < per_thread; ++i) piece[i] = src[int(threadIdx.x) + i * Threads];
+  }
+  __device__ void store(state_phase_storage<state_staging::bf16_halves, K, V>& st) const {
+#pragma unroll
+    for (int i = 0; i < per_thread; ++i) {
+      const int e = int(threadIdx.x) + i * Threads, r = e / (V / 4), c = (e % (V / 4)) * 4;
+      *reinterpret_cast<uint2*>(&st.half[r][c]) = make_uint2(pack2<__nv_bfloat16>(piece[i].x, piece[i].y),
+                                                             pack2<__nv_bfloat16>(piece[i].z, piece[i].w));
+    }
+  }
+};
+
 /// dots[r] (= or +=) <rows_r, tmp_r> and acc_r += tmp_r, one warp per row; the caller synchronises.
 template <int D>
 __device__ void row_dots_accumulate(const float* rows, const float* tmp, float* acc, int ld, int ldt, float* dots,
@@ -103,11 +133,13 @@ __device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile,
   a[2] = pack2<T>(x2.x, x2.y), a[3] = pack2<T>(x3.x, x3.y);
 }
 
-/// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, fp32). Runs on the
-/// whole block and ends synchronised; the caller synchronises before it (its tiles complete).
+/// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, fp32), whose first
+/// half `pieces` holds (issued by the caller or the phase before); `pieces` then holds the
+/// first half of `next` when it is given. Runs on the whole block and ends synchronised; the
+/// caller synchronises before it (its tiles complete).
 template <state_staging How, class P, int K, int V, int Threads>
-__device__ void state_phase(state_phase_storage<How, K, V>& st, const float* S, const state_rows_job* rows,
-                            const state_columns_job& cols, float* stage) {
+__device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How, K, V, Threads>& pieces, const float* S,
+                            const float* next, const state_rows_job* rows, const state_columns_job& cols, float* stage) {
   constexpr int C = backward_chunk;
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
   if constexpr (How == state_staging::global) {
@@ -134,23 +166,6 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, const float* S, 
     using T = __nv_bfloat16;
     using St = state_phase_storage<How, K, V>;
     constexpr int warps = Threads / 32, half = St::rows;
-    // staging: each thread carries `per_thread` 16-byte pieces of a half from the workspace
-    constexpr int quads = half * V / 4, per_thread = quads / Threads;
-    static_assert(quads % Threads == 0, "whole pieces per thread");
-    float4 piece[per_thread];
-    const auto issue = [&](int h) {
-      const float4* src = reinterpret_cast<const float4*>(S + index_t(h) * half * V);
-#pragma unroll
-      for (int i = 0; i < per_thread; ++i) piece[i] = src[tid + i * Threads];
-    };
-    const auto store = [&] {
-#pragma unroll
-      for (int i = 0; i < per_thread; ++i) {
-        const int e = tid + i * Threads, r = e / (V / 4), c = (e % (V / 4)) * 4;
-        *reinterpret_cast<uint2*>(&st.half[r][c]) =
-            make_uint2(pack2<T>(piece[i].x, piece[i].y), pack2<T>(piece[i].z, piece[i].w));
-      }
-    };
     // rows job: [C, V] in units of 16 rows x 8 columns, row_units per warp, summed over both halves
     constexpr int row_units = (C / 16) * (V / 8) / warps;
     static_assert((C / 16) * (V / 8) % warps == 0, "whole row units per warp");
@@ -159,11 +174,11 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, const float* S, 
     constexpr int col_units = (C / 16) * (half / 8);
     static_assert(col_units <= warps, "one columns unit per warp");
     const int g = lane / 4, t = lane % 4;
-    issue(0);
     for (int h = 0; h < 2; ++h) {
-      store();
+      pieces.store(st);
       __syncthreads();
-      if (h == 0) issue(1);
+      if (h == 0) pieces.issue(S, 1);
+      else if (next) pieces.issue(next, 0);
       if (rows) {
 #pragma unroll
         for (int u = 0; u < row_units; ++u) {
