@@ -14,8 +14,10 @@
 ///          + Gam_{n-1} <dH, H0>,      Z = dP ⊙ P + dA ⊙ A (strictly lower)
 ///
 /// dq and dk of a q/k head sum over its value heads in a fixed order, so the result is the
-/// same on every run. All products are 3xTF32 tensor-core products of fp32 tiles (fp32
-/// accuracy); H0 and dH are read from the workspace directly.
+/// same on every run. The products are tensor-core products of fp32 tiles (backward_products:
+/// three TF32 products per step for fp32 inputs, one for 16-bit inputs), except the five with
+/// H0 or dH, which state_products.cuh takes in three phases (bf16 inputs: mma.sync from the
+/// state staged in shared memory as bf16).
 #pragma once
 
 #include "../../tile/block_gemm.cuh"
@@ -27,7 +29,7 @@ namespace linattn::cuda::detail {
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
-  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (212 KiB) per multiprocessor
+  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (about 220 KiB) per multiprocessor
   static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4;
   static constexpr int ldc = chunk_corrections::ld;
   float q[C][ldk];     // [C, K]  scale q

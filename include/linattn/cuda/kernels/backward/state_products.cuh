@@ -14,7 +14,8 @@
 ///  - `state_staging::bf16_halves` (bf16 inputs): S staged in shared memory half by half
 ///    (K / 2 rows at a time) as bf16, and warp-level mma.sync m16n8k16 products with the fp32
 ///    tiles rounded to bf16 as they are read. The states then share the 16-bit rounding of
-///    every other operand of a bf16 call, and the products take a tenth of the instructions.
+///    every other operand of a bf16 call; the products convert no fragment element by element
+///    and hand no result tile through shared memory.
 /// The caller's tiles are fp32 in shared memory, rows past the chunk zero.
 #pragma once
 
