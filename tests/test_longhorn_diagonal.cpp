@@ -4,6 +4,10 @@
 // the additive cases); here R7 (it equals the exact Longhorn on one-hot keys and not on dense
 // keys), the official module's channel layout (V = 1 value heads sharing one key head) and
 // validation.
+#include <cmath>
+#include <limits>
+#include <random>
+
 #include "support/cases.hpp"
 #include "support/catch.hpp"
 
@@ -73,6 +77,32 @@ TEMPLATE_TEST_CASE("LonghornDiagonal: strong decays from large delta and concent
     CAPTURE(name(f));
     expect_matches<T>(run<la::LonghornDiagonal, T>(f, p, {.chunk = 16}), want);
   }
+}
+
+TEST_CASE("LonghornDiagonal's gates: log1p_nonpositive within 4 ulp of std::log1p on [-1, 0]", "[longhorn][gates]") {
+  // x = -10^u, u uniform in [-320, 0] (subnormal to -1), then the ends and their neighbours
+  std::mt19937_64 rng(65);
+  std::uniform_real_distribution<double> exponent(-320.0, 0.0);
+  std::vector<double> xs{0.0, -0.0, -1.0, std::nextafter(-1.0, 0.0), -0.5, -std::numeric_limits<double>::denorm_min(),
+                         -std::numeric_limits<double>::epsilon(), -std::numeric_limits<double>::epsilon() / 2,
+                         -1.0 + 0x1p-30, std::nextafter(-0.5, -1.0), std::nextafter(-0.5, 0.0)};
+  for (int i = 0; i < 200000; ++i) xs.push_back(-std::pow(10.0, exponent(rng)));
+  double worst = 0.0, worst_x = 0.0;
+  int wrong_kind = 0;  // not finite where std::log1p is, another sign, or not -inf where it is
+  for (const double x : xs) {
+    const double want = std::log1p(x), got = la::log1p_nonpositive(x);
+    if (std::isinf(want) || !std::isfinite(got) || std::signbit(got) != std::signbit(want)) {
+      if (got != want) ++wrong_kind;
+      continue;
+    }
+    const double ulp = std::nextafter(std::abs(want), std::numeric_limits<double>::infinity()) - std::abs(want);
+    if (std::abs(got - want) / ulp > worst) worst = std::abs(got - want) / ulp, worst_x = x;
+  }
+  INFO("largest error " << worst << " ulp, at x = " << worst_x);
+  CHECK(wrong_kind == 0);
+  CHECK(worst <= 4.0);
+  CHECK(la::log1p_nonpositive(-1.0) == -std::numeric_limits<double>::infinity());
+  CHECK(std::signbit(la::log1p_nonpositive(-0.0)));
 }
 
 TEST_CASE("LonghornDiagonal validation names delta and writes nothing", "[longhorn][validation]") {

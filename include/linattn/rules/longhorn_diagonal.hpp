@@ -8,11 +8,11 @@
 /// module's channels are value heads of V = 1 sharing one key head (docs/math.md#longhorn-official).
 #pragma once
 
-#include <cmath>
 
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
+#include "../core/vector_math.hpp"
 
 namespace linattn {
 
@@ -51,17 +51,19 @@ struct LonghornDiagonal {
   template <class T>
   static double log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
     const double x = static_cast<double>(in.k(b, t, key_head(in, hv), d));
-    return std::log1p(-epsilon(in, b, t, hv) * x * x);
+    return log1p_nonpositive(-epsilon(in, b, t, hv) * x * x);
   }
-  /// All K log gates of token t at once (one key norm per token instead of one per gate).   g: [K]
+  /// All K log gates of token t at once (one key norm per token instead of one per gate; the
+  /// logs in a loop of their own, which compiles to SIMD code).   g: [K]
   template <class T>
   static void log_gates(const inputs<T>& in, index_t b, index_t t, index_t hv, double* g) {
     const double eps = epsilon(in, b, t, hv);
-    const index_t h = key_head(in, hv);
-    for (index_t d = 0; d < in.k.extent(3); ++d) {
+    const index_t h = key_head(in, hv), K = in.k.extent(3);
+    for (index_t d = 0; d < K; ++d) {
       const double x = static_cast<double>(in.k(b, t, h, d));
-      g[d] = std::log1p(-eps * x * x);
+      g[d] = -eps * x * x;
     }
+    for (index_t d = 0; d < K; ++d) g[d] = log1p_nonpositive(g[d]);
   }
   /// The write eps_t v_t k_t^T.
   template <class T>
