@@ -159,12 +159,8 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
           const int col = j + (m & 1) + 8 * (m >> 1);
           f[m] = decayed ? betas[col] * __expf(gates[col]) : betas[col];
         }
-        const float2 x00 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * S::ldf + j);
-        const float2 x10 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * S::ldf + j);
-        const float2 x01 = *reinterpret_cast<const float2*>(x_tile + (r0 + g) * S::ldf + j + 8);
-        const float2 x11 = *reinterpret_cast<const float2*>(x_tile + (r0 + g + 8) * S::ldf + j + 8);
-        const std::uint32_t a[4] = {pack2<T>(x00.x * f[0], x00.y * f[1]), pack2<T>(x10.x * f[0], x10.y * f[1]),
-                                    pack2<T>(x01.x * f[2], x01.y * f[3]), pack2<T>(x11.x * f[2], x11.y * f[3])};
+        std::uint32_t a[4];
+        fp32_a_fragment<T>(a, x_tile, S::ldf, r0, 16 * q, lane, f);
 #pragma unroll
         for (int lp = 0; lp < LP; ++lp) {
           std::uint32_t bt[4];

@@ -65,6 +65,32 @@ __device__ inline void pack_a(std::uint32_t (&a)[4], const float (&left)[4], con
   a[3] = pack2<T>(right[2], right[3]);
 }
 
+/// The A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of a row-major fp32 tile in
+/// shared memory, rounded to T, each element times the factor of its column (f as in pack_a:
+/// columns k0 + 2t, +1, then k0 + 2t + 8, +9).
+template <class T>
+__device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile, int ld, int r0, int k0, int lane,
+                                       const float (&f)[4]) {
+  const int g = lane / 4, t = lane % 4;
+  const float2 x0 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t);
+  const float2 x1 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t);
+  const float2 x2 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t + 8);
+  const float2 x3 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t + 8);
+  a[0] = pack2<T>(x0.x * f[0], x0.y * f[1]), a[1] = pack2<T>(x1.x * f[0], x1.y * f[1]);
+  a[2] = pack2<T>(x2.x * f[2], x2.y * f[3]), a[3] = pack2<T>(x3.x * f[2], x3.y * f[3]);
+}
+
+template <class T>
+__device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile, int ld, int r0, int k0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  const float2 x0 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t);
+  const float2 x1 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t);
+  const float2 x2 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t + 8);
+  const float2 x3 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t + 8);
+  a[0] = pack2<T>(x0.x, x0.y), a[1] = pack2<T>(x1.x, x1.y);
+  a[2] = pack2<T>(x2.x, x2.y), a[3] = pack2<T>(x3.x, x3.y);
+}
+
 /// d += a b on one 16x8x16 tile.
 template <class T>
 __device__ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {

@@ -133,16 +133,6 @@ inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, ind
   };
 }
 
-/// tile[r][c] = scale * x(b, t0 + r, h, c0 + c) in fp32 for r < n, c < Cols; rows n..C-1 zero.
-/// Runs on the whole block of Threads; the caller synchronises.
-template <int Cols, int Threads, class T>
-__device__ void load_tile(float* tile, int ld, const tensor_view<const T, 4>& x, index_t b, index_t t0, int n, index_t h,
-                          float scale = 1.0f, index_t c0 = 0) {
-  chunk_rows<Cols, Threads, T> rows;
-  rows.issue(x, b, t0, n, h, c0);
-  rows.store(tile, ld, scale);
-}
-
 /// h[i][j] = x(n, hv, i, v0 + j), the [K, BV] block of a state view ([N, HV, K, V]), or 0 where
 /// x is not given; the whole block copies, the caller synchronises.
 template <int K, int BV, int ld>

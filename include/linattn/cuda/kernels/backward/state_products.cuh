@@ -85,7 +85,8 @@ struct state_pieces {
 
 template <int K, int V, int Threads>
 struct state_pieces<state_staging::bf16_halves, K, V, Threads> {
-  static constexpr int half = K / 2, quads = half * V / 4, per_thread = quads / Threads;
+  static constexpr int half = state_phase_storage<state_staging::bf16_halves, K, V>::rows;
+  static constexpr int quads = half * V / 4, per_thread = quads / Threads;
   static_assert(quads % Threads == 0, "whole 16-byte pieces per thread");
   float4 piece[per_thread];
 
@@ -120,18 +121,6 @@ __device__ void row_dots_accumulate(const float* rows, const float* tmp, float* 
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (lane == 0) dots[r] = add_dots ? dots[r] + s : s;
   }
-}
-
-/// The A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of an fp32 tile, rounded to T.
-template <class T>
-__device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile, int ld, int r0, int k0, int lane) {
-  const int g = lane / 4, t = lane % 4;
-  const float2 x0 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t);
-  const float2 x1 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t);
-  const float2 x2 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t + 8);
-  const float2 x3 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t + 8);
-  a[0] = pack2<T>(x0.x, x0.y), a[1] = pack2<T>(x1.x, x1.y);
-  a[2] = pack2<T>(x2.x, x2.y), a[3] = pack2<T>(x3.x, x3.y);
 }
 
 /// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, fp32), whose first
