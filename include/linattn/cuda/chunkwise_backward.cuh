@@ -6,15 +6,17 @@
 ///   1. chunk_wy        (delta family) the WY products of every chunk       parallel over chunks
 ///   2. chunk_states    the chunk-start states, recomputed                  sequential over chunks
 ///   3. chunk_state_grads  the gradients of the chunk-end states            sequential, in reverse
-///      (2 and 3 side by side in one launch: chunk_state_passes)
+///      (2 and 3 side by side in one launch: chunk_state_passes; for bf16 inputs and scalar
+///      gates state_passes_mma, the states in registers)
 ///   4. chunk_gradients dq, dk, dv, dg, dbeta of every chunk                parallel over chunks
 /// Per-key decays (VectorDecay, KDA) run their own pass 1 (chunk_decayed_rows: the decayed key
 /// and query rows the state passes read; KDA also chunk_wy_per_key) and pass 4, which take the
 /// chunk's per-key decays element by element, and one more launch that sums dq and dk over the
 /// value heads of each q/k head (kernels/backward/chunk_gradients_per_key.cuh).
-/// Every product is a tensor-core product of fp32 tiles (three TF32 products per step for float
-/// inputs, one for 16-bit inputs); the gradients are written in the input type, the state
-/// gradient in fp32. No atomics: the same
+/// The products are tensor-core products of fp32 tiles (three TF32 products per step for float
+/// inputs, one for 16-bit inputs), except for bf16 inputs, whose state passes and products with
+/// a chunk state take bf16 operands (mma.sync); the gradients are written in the input type,
+/// the state gradient in fp32. No atomics: the same
 /// call gives the same bits every time.
 #pragma once
 
@@ -35,6 +37,7 @@
 #include "kernels/backward/chunk_gradients_per_key.cuh"
 #include "kernels/backward/chunk_state_passes.cuh"
 #include "kernels/backward/chunk_wy.cuh"
+#include "kernels/backward/state_passes_mma.cuh"
 #include "tile/dims.cuh"
 
 namespace linattn::cuda {
@@ -61,7 +64,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   const detail::host_seqlens cu(opt.cu_seqlens);
   const detail::problem p = detail::validate_backward<Rule, E>(in, dout, grads, opt, cu);
   constexpr bool corrects = detail::corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
-  const detail::backward_plan plan(p, corrects, per_key, detail::multiprocessors());
+  constexpr bool register_states = detail::register_state_passes<Rule, E>;
+  const detail::backward_plan plan(p, corrects, per_key, register_states, detail::multiprocessors());
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::backward_args<Rule, E> args(qk.inputs(), dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);
@@ -84,14 +88,32 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
         launch<detail::chunk_wy_storage<K, V>>(detail::chunk_wy_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
                                                "chunk_wy_kernel");
     }
-    const auto state_passes = [&](auto columns) {
-      constexpr int BV = decltype(columns)::value;
-      launch<detail::chunk_state_passes_storage<K, BV, per_key>>(detail::chunk_state_passes_kernel<Rule, E, K, BV>,
-                                                                 plan.state_grid, args, stream, "chunk_state_passes_kernel");
-    };
-    if (plan.state_columns == 16) state_passes(std::integral_constant<int, 16>{});
-    else if (plan.state_columns == 32) state_passes(std::integral_constant<int, 32>{});
-    else state_passes(std::integral_constant<int, 64>{});
+    if constexpr (register_states) {
+      const auto state_passes = [&](auto groups, auto split) {
+        constexpr int Groups = decltype(groups)::value, Split = decltype(split)::value;
+        if constexpr (16 * Groups <= V)
+          launch<detail::state_passes_mma_storage<E, K, Groups, Split, corrects>>(
+              detail::chunk_state_passes_mma_kernel<Rule, E, K, V, Groups, Split>, plan.state_grid, args, stream,
+              "chunk_state_passes_mma_kernel");
+      };
+      using one = std::integral_constant<int, 1>;
+      using two = std::integral_constant<int, 2>;
+      using four = std::integral_constant<int, 4>;
+      // the shapes backward_state_shape picks: (1, 4), (2, 2), (4, 1), (8, 1)
+      if (plan.state_shape.groups == 1) state_passes(one{}, four{});
+      else if (plan.state_shape.groups == 2) state_passes(two{}, two{});
+      else if (plan.state_shape.groups == 4) state_passes(four{}, one{});
+      else state_passes(std::integral_constant<int, 8>{}, one{});
+    } else {
+      const auto state_passes = [&](auto columns) {
+        constexpr int BV = decltype(columns)::value;
+        launch<detail::chunk_state_passes_storage<K, BV, per_key>>(detail::chunk_state_passes_kernel<Rule, E, K, BV>,
+                                                                   plan.state_grid, args, stream, "chunk_state_passes_kernel");
+      };
+      if (plan.state_columns == 16) state_passes(std::integral_constant<int, 16>{});
+      else if (plan.state_columns == 32) state_passes(std::integral_constant<int, 32>{});
+      else state_passes(std::integral_constant<int, 64>{});
+    }
     if constexpr (per_key) {
       if (plan.n_chunks > 0) {
         launch<detail::chunk_gradients_per_key_storage<K, V, corrects>>(

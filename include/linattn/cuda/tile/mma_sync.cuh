@@ -91,6 +91,27 @@ __device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile,
   a[2] = pack2<T>(x2.x, x2.y), a[3] = pack2<T>(x3.x, x3.y);
 }
 
+/// The B fragment (b0, b1) of n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of an fp32 tile
+/// stored [n, k] (row-major, row stride ld), rounded to T: two 8-byte loads per lane.
+template <class T>
+__device__ inline void fp32_b_fragment(std::uint32_t& b0, std::uint32_t& b1, const float* tile, int ld, int n0, int k0,
+                                       int lane) {
+  const float* row = tile + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
+  const float2 x0 = *reinterpret_cast<const float2*>(row);
+  const float2 x1 = *reinterpret_cast<const float2*>(row + 8);
+  b0 = pack2<T>(x0.x, x0.y), b1 = pack2<T>(x1.x, x1.y);
+}
+
+/// Each element of an A fragment times the factor of its column (f as in pack_a).
+template <class T>
+__device__ inline void scale_a(std::uint32_t (&a)[4], const float (&f)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = unpack2<T>(a[i]);
+    a[i] = pack2<T>(x.x * f[2 * (i / 2)], x.y * f[2 * (i / 2) + 1]);
+  }
+}
+
 /// d += a b on one 16x8x16 tile.
 template <class T>
 __device__ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Backward passes 2 and 3 for bf16 inputs and scalar (or no) gates, with the state in
+/// registers: the recurrences of chunk_states.cuh and chunk_state_grads.cuh as warp-level
+/// mma.sync m16n8k16 products, in the layout of the forward's register-resident state pass
+/// (chunk_state_mma.cuh). A block has `Groups` groups of `Split` warps; group j owns 16 value
+/// columns, and warp s of it keeps the key columns [s K/Split, (s+1) K/Split) of Ht = H^T
+/// [16, K] (pass 2) or dHt = dH^T [16, K] (pass 3) in fp32 accumulator registers for the whole
+/// sequence. With Split > 1 (calls with few sequences x heads) the warps of a group add their
+/// partial products with W or Wb through shared memory, which divides the sequential work per
+/// chunk by Split. The block shares each chunk's rows in shared memory (two buffers: the next
+/// chunk's copies are in flight while the current one is computed; one barrier per chunk, two
+/// with Split > 1). Per chunk, Gam = exp(b), e = exp(b_{n-1} - b) of the chunk's gates:
+///
+///   pass 2 (forward order)   states[c] = Ht
+///                            U~t = U^T - Ht W^T                      [16, C]  (additive: V^T)
+///                            Ht <- Gam_{n-1} Ht + U~t diag(e) K      [16, K]
+///   pass 3 (reverse order)   state_grads[c] = dHt
+///                            dXt = dXl^T + dHt Wb^T                  [16, C]  (delta family)
+///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dXt diag(Gam) K
+///
+/// The diagonal factors scale the A operands (a lane's tokens), so every row tile is copied
+/// as it is: q, k, v and dO as bf16 (ldmatrix), pass 1's fp32 rows W, U, Wb, dXl as fp32,
+/// rounded to bf16 as a warp reads its fragment. Every product operand is then rounded to
+/// bf16 once, as in the forward's 16-bit state pass; the sums stay fp32. The states go to the
+/// workspace in fp32, as pass 4 reads them.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda_bf16.h>
+
+#include "../../tile/async_copy.cuh"
+#include "../../tile/load_store.cuh"
+#include "../../tile/mma_sync.cuh"
+#include "chunk_factors.cuh"
+
+namespace linattn::cuda::detail {
+
+/// Whether the backward's state passes run here (else chunk_state_passes.cuh).
+template <class Rule, class T>
+inline constexpr bool register_state_passes = std::is_same_v<T, __nv_bfloat16> && Rule::decay != decay_kind::vector;
+
+/// The block shape of the register-resident state passes for a call: `groups` groups of 16
+/// value columns per block (8, 4, 2 or 1, at most V / 16), each over `split` warps.
+struct state_pass_shape {
+  int groups, split;
+};
+
+/// The most groups per block with which the blocks of both passes still fill about 3/4 of the
+/// multiprocessors: more groups share a chunk's key rows in shared memory, fewer give more
+/// blocks when sequences x heads are few. With 1 or 2 groups per block each group's keys are
+/// split over 4 or 2 warps (the shapes that measured fastest on an H200: bench/cuda/NOTES.md).
+inline state_pass_shape backward_state_shape(index_t head_blocks, index_t V, index_t multiprocessors) {
+  int groups = 8;
+  while (groups > 1 && (16 * groups > V || 8 * head_blocks * (V / (16 * groups)) < 3 * multiprocessors)) groups /= 2;
+  return {groups, groups == 1 ? 4 : groups == 2 ? 2 : 1};
+}
+
+/// Pass 2's rows of one chunk (rows past the chunk zero).
+template <class T, int K, int BV, bool Delta>
+struct alignas(16) state_rows_forward {
+  using value_type = std::conditional_t<Delta, float, T>;  // U (pass 1, fp32) or V
+  static constexpr int C = backward_chunk, DC = Delta ? C : 1;
+  static constexpr int ldk = K + pad<T>, ldw = K + 8, ldv = BV + pad<value_type>;  // conflict-free fragment reads
+  T keys[C][ldk];                   // [C, K]   k
+  float w[DC][ldw];                 // [C, K]   W (delta family)
+  value_type values[C][ldv];        // [C, BV]  U or V
+};
+
+/// Pass 3's rows of one chunk.
+template <class T, int K, int BV, bool Delta>
+struct alignas(16) state_rows_reverse {
+  static constexpr int C = backward_chunk, DC = Delta ? C : 1;
+  static constexpr int ldk = K + pad<T>, ldw = K + 8, ldo = BV + pad<T>, ldx = BV + 4;
+  T queries[C][ldk];                // [C, K]   q
+  T keys[DC][ldk];                  // [C, K]   k (delta family)
+  float wb[DC][ldw];                // [C, K]   Wb
+  T dout[C][ldo];                   // [C, BV]  dO
+  float dxl[DC][ldx];               // [C, BV]  dXl
+};
+
+template <class T, int K, int Groups, int Split, bool Delta>
+struct state_passes_mma_storage {
+  static constexpr int warps = Groups * Split, threads = 32 * warps, BV = 16 * Groups;
+  static constexpr int partial_warps = Split > 1 && Delta ? warps : 0;
+  using forward_rows = state_rows_forward<T, K, BV, Delta>;
+  using reverse_rows = state_rows_reverse<T, K, BV, Delta>;
+  union {
+    forward_rows forward[2];  // pass 2: chunk i of the loop in buffer i % 2
+    reverse_rows reverse[2];  // pass 3
+  };
+  float4 partials[partial_warps > 0 ? partial_warps : 1][backward_chunk / 8][32];  // [warps][C/8 n-tiles][lanes]
+};
+
+/// Where a warp of the block works: its lane, its group's first value column j0 in the block's
+/// tiles, and its first key column k0 (KP = K / Split keys).
+template <int K, int Split>
+struct state_pass_warp {
+  static constexpr int KP = K / Split;
+  int lane, warp, group, j0, k0;
+  __device__ state_pass_warp()
+      : lane(int(threadIdx.x) % 32), warp(int(threadIdx.x) / 32), group(warp / Split), j0(16 * group),
+        k0((warp % Split) * KP) {}
+};
+
+/// x [16, C] = the sum of the Split partial products of the warp's group (every warp of the
+/// group adds them in the same order, so all hold the same bits). Synchronises the block.
+template <int Split>
+__device__ inline void sum_partials(float (&x)[backward_chunk / 8][4], float4 (*partials)[backward_chunk / 8][32],
+                                    int warp, int group, int lane) {
+  constexpr int CT = backward_chunk / 8;
+#pragma unroll
+  for (int nt = 0; nt < CT; ++nt) partials[warp][nt][lane] = make_float4(x[nt][0], x[nt][1], x[nt][2], x[nt][3]);
+  __syncthreads();
+#pragma unroll
+  for (int nt = 0; nt < CT; ++nt) {
+    float4 sum = partials[group * Split][nt][lane];
+#pragma unroll
+    for (int w = 1; w < Split; ++w) {
+      const float4 y = partials[group * Split + w][nt][lane];
+      sum.x += y.x, sum.y += y.y, sum.z += y.z, sum.w += y.w;
+    }
+    x[nt][0] = sum.x, x[nt][1] = sum.y, x[nt][2] = sum.z, x[nt][3] = sum.w;
+  }
+}
+
+/// x[r] for the lane's tokens 16 q + 2t, +1, +8, +9 (x[r] held by lane r): the factors of an
+/// A fragment's columns (pack_a).
+__device__ inline void token_factors(float (&f)[4], float x, int q, int t) {
+  const int r = 16 * q + 2 * t;
+  f[0] = __shfl_sync(0xffffffffu, x, r), f[1] = __shfl_sync(0xffffffffu, x, r + 1);
+  f[2] = __shfl_sync(0xffffffffu, x, r + 8), f[3] = __shfl_sync(0xffffffffu, x, r + 9);
+}
+
+/// Lane r's inclusive cumsum of the chunk's log gates (one token per lane) and its last value.
+__device__ inline float gate_cumsum(float gate, int lane, float& last) {
+  static_assert(backward_chunk == 32, "one token per lane");
+  float run = gate;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float up = __shfl_up_sync(0xffffffffu, run, o);
+    if (lane >= o) run += up;
+  }
+  last = __shfl_sync(0xffffffffu, run, 31);
+  return run;
+}
+
+/// acc[16, C] (+)= Ht X^T over K keys: A = the registers of Ht [16, K] (rounded to T), B =
+/// K columns of a row-major fp32 tile X [C, ·] of the chunk from `x`.
+template <class T, int K>
+__device__ inline void state_times_rows(float (&acc)[backward_chunk / 8][4], const float (&ht)[K / 8][4], const float* x,
+                                        int ld, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    std::uint32_t a[4];
+    pack_a<T>(a, ht[2 * ks], ht[2 * ks + 1]);
+#pragma unroll
+    for (int nt = 0; nt < backward_chunk / 8; ++nt) {
+      std::uint32_t b0, b1;
+      fp32_b_fragment<T>(b0, b1, x, ld, 8 * nt, 16 * ks, lane);
+      mma_16816<T>(acc[nt], a, b0, b1);
+    }
+  }
+}
+
+/// ht[16, K] += A (tokens 16 q .. 16 q + 15) times rows [16 q, 16 q + 16), K columns from
+/// `rows`, of a bf16 tile [C, ·].
+template <class T, int K>
+__device__ inline void add_times_rows(float (&ht)[K / 8][4], const std::uint32_t (&a)[4], const T* rows, int ld, int q,
+                                      ldm_lane kl) {
+#pragma unroll
+  for (int p = 0; p < K / 16; ++p) {
+    std::uint32_t y[4];
+    ldmatrix_x4<true>(y, rows + (16 * q + kl.row) * ld + 16 * p + kl.col);
+    mma_16816<T>(ht[2 * p], a, y[0], y[1]);
+    mma_16816<T>(ht[2 * p + 1], a, y[2], y[3]);
+  }
+}
+
+/// The lane's part of a [16, K] register tile to or from a state block (keys from k0, values
+/// from vw): element (key k0 + i, value vw + j), i = 8 nt + 2t + (e & 1), j = g + 8 (e >> 1).
+template <int K, class F>
+__device__ inline void for_state_elements(int lane, F&& f) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < K / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(nt, e, 8 * nt + 2 * t + (e & 1), g + 8 * (e >> 1));
+}
+
+/// Pass 2 for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * 16 Groups.
+template <class Rule, class T, int K, int V, int Groups, int Split>
+__device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
+  constexpr bool delta = corrects<Rule>;
+  using S = state_passes_mma_storage<T, K, Groups, Split, delta>;
+  using R = typename S::forward_rows;
+  using W = state_pass_warp<K, Split>;
+  constexpr int C = backward_chunk, CT = C / 8, KP = W::KP, BV = S::BV, Th = S::threads;
+  S& storage = *reinterpret_cast<S*>(smem);
+  const W w;
+  const index_t hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
+  const span seq = args.template sequence<backward_chunk>(n_seq);
+  const index_t b = seq.b;
+  const int lane = w.lane, g = lane / 4, t = lane % 4, j0 = w.j0, k0 = w.k0;
+  const index_t vw = v0 + j0;  // the group's first value column
+
+  float ht[KP / 8][4];  // Ht(j, i) = H(k0 + i, vw + j)
+  for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) {
+    ht[nt][e] = args.s0.data() ? args.s0(n_seq, hv, k0 + i, vw + j) : 0.0f;
+  });
+  const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
+  const auto issue = [&](R& buf, int t0, int n) {
+    load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
+    if constexpr (delta) load_rows<C, K, Th>(buf.w[0], R::ldw, tensor_view<const float, 4>(args.w_fwd), b, t0, n, hv);
+    load_rows<C, BV, Th>(buf.values[0], R::ldv, values, b, t0, n, hv, v0);
+    commit_copies();
+    return lane_gate(args, b, t0, n, hv);
+  };
+  const int end = seq.start + seq.length, chunks = (seq.length + C - 1) / C;
+  float gate_next = chunks > 0 ? issue(storage.forward[0], seq.start, min(C, seq.length)) : 0.0f;
+  const ldm_lane kl = ldm_lane::kn_tiles(lane);
+  for (int c = 0; c < chunks; ++c) {
+    const int t0 = seq.start + c * C;
+    wait_copies<0>();
+    __syncthreads();  // chunk c's rows are in; every warp is done with chunk c - 1's buffer
+    const float gate = gate_next;
+    if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], t0 + C, min(C, end - t0 - C));
+    const R& buf = storage.forward[c % 2];
+    float* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
+    for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = ht[nt][e]; });
+    float last;
+    const float run = gate_cumsum(gate, lane, last);
+    const float to_end = expf(fminf(last - run, 0.0f));  // e of the lane's token
+
+    float x[CT][4] = {};  // U~t [16, C]
+    if constexpr (delta) {
+      state_times_rows<T, KP>(x, ht, buf.w[0] + k0, R::ldw, lane);
+      if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, w.warp, w.group, lane);
+    }
+#pragma unroll
+    for (int nt = 0; nt < CT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        x[nt][e] = to_float(buf.values[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]) - x[nt][e];
+    const float decay = expf(last);
+#pragma unroll
+    for (int nt = 0; nt < KP / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ht[nt][e] *= decay;
+#pragma unroll
+    for (int q = 0; q < CT / 2; ++q) {
+      float f[4];
+      token_factors(f, to_end, q, t);
+      std::uint32_t a[4];
+      pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
+      add_times_rows<T, KP>(ht, a, buf.keys[0] + k0, R::ldk, q, kl);
+    }
+  }
+}
+
+/// Pass 3 for sequence n_seq (its chunks in reverse), value head blockIdx.y, value columns
+/// blockIdx.x * 16 Groups; dL/d(initial state) at the end.
+template <class Rule, class T, int K, int V, int Groups, int Split>
+__device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
+  constexpr bool delta = corrects<Rule>;
+  using S = state_passes_mma_storage<T, K, Groups, Split, delta>;
+  using R = typename S::reverse_rows;
+  using W = state_pass_warp<K, Split>;
+  constexpr int C = backward_chunk, CT = C / 8, KP = W::KP, BV = S::BV, Th = S::threads;
+  S& storage = *reinterpret_cast<S*>(smem);
+  const W w;
+  const index_t hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
+  const span seq = args.template sequence<backward_chunk>(n_seq);
+  const index_t b = seq.b;
+  const int lane = w.lane, g = lane / 4, t = lane % 4, j0 = w.j0, k0 = w.k0;
+  const index_t vw = v0 + j0;
+  const float scale = args.scale;
+
+  float dh[KP / 8][4];  // dHt(j, i) = dH(k0 + i, vw + j)
+  for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) {
+    dh[nt][e] = args.ds1.data() ? args.ds1(n_seq, hv, k0 + i, vw + j) : 0.0f;
+  });
+  const auto issue = [&](R& buf, int c) {
+    const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
+    load_rows<C, K, Th>(buf.queries[0], R::ldk, args.in.q, b, t0, n, h);
+    load_rows<C, BV, Th>(buf.dout[0], R::ldo, args.dout, b, t0, n, hv, v0);
+    if constexpr (delta) {
+      load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
+      load_rows<C, K, Th>(buf.wb[0], R::ldw, tensor_view<const float, 4>(args.w_bwd), b, t0, n, hv);
+      load_rows<C, BV, Th>(buf.dxl[0], R::ldx, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv, v0);
+    }
+    commit_copies();
+    return lane_gate(args, b, t0, n, hv);
+  };
+  const int chunks = (seq.length + C - 1) / C;
+  float gate_next = chunks > 0 ? issue(storage.reverse[0], chunks - 1) : 0.0f;
+  const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
+  for (int step = 0; step < chunks; ++step) {
+    const int c = chunks - 1 - step;
+    wait_copies<0>();
+    __syncthreads();  // chunk c's rows are in; every warp is done with the previous buffer
+    const float gate = gate_next;
+    if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
+    const R& buf = storage.reverse[step % 2];
+    float* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
+    for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = dh[nt][e]; });
+    float last;
+    const float gam = expf(gate_cumsum(gate, lane, last));  // Gam of the lane's token
+
+    float x[CT][4] = {};  // dXt [16, C]
+    if constexpr (delta) {
+      state_times_rows<T, KP>(x, dh, buf.wb[0] + k0, R::ldw, lane);
+      if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, w.warp, w.group, lane);
+#pragma unroll
+      for (int nt = 0; nt < CT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
+    }
+    const float decay = expf(last);
+#pragma unroll
+    for (int nt = 0; nt < KP / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dh[nt][e] *= decay;
+#pragma unroll
+    for (int q = 0; q < CT / 2; ++q) {
+      float f[4];
+      token_factors(f, gam, q, t);
+      std::uint32_t a[4];  // dO^T diag(scale Gam), tokens 16 q ..
+      ldmatrix_x4<true>(a, buf.dout[0] + (16 * q + bl.row) * R::ldo + j0 + bl.col);
+      scale_a<T>(a, {scale * f[0], scale * f[1], scale * f[2], scale * f[3]});
+      add_times_rows<T, KP>(dh, a, buf.queries[0] + k0, R::ldk, q, kl);
+      if constexpr (delta) {
+        pack_a<T>(a, x[2 * q], x[2 * q + 1], {-f[0], -f[1], -f[2], -f[3]});
+        add_times_rows<T, KP>(dh, a, buf.keys[0] + k0, R::ldk, q, kl);
+      }
+    }
+  }
+  if (args.ds0.data())
+    for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) { args.ds0(n_seq, hv, k0 + i, vw + j) = dh[nt][e]; });
+}
+
+template <class Rule, class T, int K, int V, int Groups, int Split>
+__global__ void __launch_bounds__(32 * Groups * Split) chunk_state_passes_mma_kernel(backward_args<Rule, T> args) {
+  static_assert(V % (16 * Groups) == 0, "whole blocks of value columns");
+  static_assert(K % (16 * Split) == 0, "each warp takes whole 16-key steps");
+  extern __shared__ __align__(128) unsigned char dynamic_smem[];
+  const unsigned sequences = gridDim.z / 2;
+  if (blockIdx.z < sequences) states_mma_pass<Rule, T, K, V, Groups, Split>(args, blockIdx.z, dynamic_smem);
+  else state_grads_mma_pass<Rule, T, K, V, Groups, Split>(args, blockIdx.z - sequences, dynamic_smem);
+}
+
+}  // namespace linattn::cuda::detail
