@@ -94,15 +94,23 @@ struct state_passes_mma_storage {
   float4 partials[partial_warps > 0 ? partial_warps : 1][backward_chunk / 8][32];  // [warps][C/8 n-tiles][lanes]
 };
 
-/// Where a warp of the block works: its lane, its group's first value column j0 in the block's
-/// tiles, and its first key column k0 (KP = K / Split keys).
-template <int K, int Split>
-struct state_pass_warp {
-  static constexpr int KP = K / Split;
+/// Where a warp of the block works: sequence n_seq (its batch row b and tokens), value head
+/// hv (q/k head h), the block's first value column v0; the warp's lane, its group's first
+/// value column j0 in the block's tiles (vw = v0 + j0 in the views) and its first key column
+/// k0 (KP = K / Split keys).
+template <int K, int Groups, int Split>
+struct state_pass_place {
+  static constexpr int KP = K / Split, BV = 16 * Groups;
+  span seq;
+  index_t b, hv, h, v0, vw;
   int lane, warp, group, j0, k0;
-  __device__ state_pass_warp()
-      : lane(int(threadIdx.x) % 32), warp(int(threadIdx.x) / 32), group(warp / Split), j0(16 * group),
-        k0((warp % Split) * KP) {}
+  template <class Args>
+  __device__ state_pass_place(const Args& args, index_t n_seq)
+      : seq(args.template sequence<backward_chunk>(n_seq)), b(seq.b), hv(blockIdx.y), h(hv / args.group),
+        v0(index_t(blockIdx.x) * BV), lane(int(threadIdx.x) % 32), warp(int(threadIdx.x) / 32), group(warp / Split),
+        j0(16 * group), k0((warp % Split) * KP) {
+    vw = v0 + j0;
+  }
 };
 
 /// x [16, C] = the sum of the Split partial products of the warp's group (every warp of the
@@ -196,15 +204,12 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
   constexpr bool delta = corrects<Rule>;
   using S = state_passes_mma_storage<T, K, Groups, Split, delta>;
   using R = typename S::forward_rows;
-  using W = state_pass_warp<K, Split>;
-  constexpr int C = backward_chunk, CT = C / 8, KP = W::KP, BV = S::BV, Th = S::threads;
+  constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
   S& storage = *reinterpret_cast<S*>(smem);
-  const W w;
-  const index_t hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
-  const span seq = args.template sequence<backward_chunk>(n_seq);
-  const index_t b = seq.b;
+  const state_pass_place<K, Groups, Split> w(args, n_seq);
+  const span seq = w.seq;
+  const index_t b = w.b, hv = w.hv, h = w.h, v0 = w.v0, vw = w.vw;  // vw: the group's first value column
   const int lane = w.lane, g = lane / 4, t = lane % 4, j0 = w.j0, k0 = w.k0;
-  const index_t vw = v0 + j0;  // the group's first value column
 
   float ht[KP / 8][4];  // Ht(j, i) = H(k0 + i, vw + j)
   for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) {
@@ -267,15 +272,12 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   constexpr bool delta = corrects<Rule>;
   using S = state_passes_mma_storage<T, K, Groups, Split, delta>;
   using R = typename S::reverse_rows;
-  using W = state_pass_warp<K, Split>;
-  constexpr int C = backward_chunk, CT = C / 8, KP = W::KP, BV = S::BV, Th = S::threads;
+  constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
   S& storage = *reinterpret_cast<S*>(smem);
-  const W w;
-  const index_t hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
-  const span seq = args.template sequence<backward_chunk>(n_seq);
-  const index_t b = seq.b;
+  const state_pass_place<K, Groups, Split> w(args, n_seq);
+  const span seq = w.seq;
+  const index_t b = w.b, hv = w.hv, h = w.h, v0 = w.v0, vw = w.vw;  // vw: the group's first value column
   const int lane = w.lane, g = lane / 4, t = lane % 4, j0 = w.j0, k0 = w.k0;
-  const index_t vw = v0 + j0;
   const float scale = args.scale;
 
   float dh[KP / 8][4];  // dHt(j, i) = dH(k0 + i, vw + j)
