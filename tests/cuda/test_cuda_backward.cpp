@@ -49,7 +49,7 @@ std::vector<backward_case> backward_cases() {
       {"B3 T300 H2 HV2 K128 V128, many chunks", {3, 300, 2, 2, 128, 128}, {}, {}},
       // enough sequences x value heads that the state passes take wider column blocks: 32,
       // then 64 columns (fp32, fp16); 2, 4, then 8 groups of 16 columns per block, the first
-      // with keys split over 2 warps (bf16; backward_state_shape on a GPU of 108 to 170
+      // with keys split over 2 warps (bf16; backward_state_groups on a GPU of 108 to 170
       // multiprocessors, as the H100's and H200's 132)
       {"packed 8 sequences H1 HV2 K128 V128", {1, int(cu8.back()), 1, 2, 128, 128}, cu8, {}},
       {"packed 20 sequences H1 HV2 K128 V128", {1, int(cu20.back()), 1, 2, 128, 128}, cu20, {}},

@@ -89,21 +89,17 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
                                                "chunk_wy_kernel");
     }
     if constexpr (register_states) {
-      const auto state_passes = [&](auto groups, auto split) {
-        constexpr int Groups = decltype(groups)::value, Split = decltype(split)::value;
-        if constexpr (16 * Groups <= V)
+      const auto state_passes = [&](auto groups) {
+        constexpr int Groups = decltype(groups)::value, Split = detail::state_pass_split(Groups);
+        if constexpr (16 * Groups <= V)  // backward_state_groups picks no wider block
           launch<detail::state_passes_mma_storage<E, K, Groups, Split, corrects>>(
               detail::chunk_state_passes_mma_kernel<Rule, E, K, V, Groups, Split>, plan.state_grid, args, stream,
               "chunk_state_passes_mma_kernel");
       };
-      using one = std::integral_constant<int, 1>;
-      using two = std::integral_constant<int, 2>;
-      using four = std::integral_constant<int, 4>;
-      // the shapes backward_state_shape picks: (1, 4), (2, 2), (4, 1), (8, 1)
-      if (plan.state_shape.groups == 1) state_passes(one{}, four{});
-      else if (plan.state_shape.groups == 2) state_passes(two{}, two{});
-      else if (plan.state_shape.groups == 4) state_passes(four{}, one{});
-      else state_passes(std::integral_constant<int, 8>{}, one{});
+      if (plan.state_groups == 1) state_passes(std::integral_constant<int, 1>{});
+      else if (plan.state_groups == 2) state_passes(std::integral_constant<int, 2>{});
+      else if (plan.state_groups == 4) state_passes(std::integral_constant<int, 4>{});
+      else state_passes(std::integral_constant<int, 8>{});
     } else {
       const auto state_passes = [&](auto columns) {
         constexpr int BV = decltype(columns)::value;

@@ -8,7 +8,6 @@
 /// module's channels are value heads of V = 1 sharing one key head (docs/math.md#longhorn-official).
 #pragma once
 
-
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"

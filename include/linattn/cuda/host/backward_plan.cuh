@@ -31,9 +31,9 @@ struct backward_plan {
   std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
   std::size_t n_chunks = 0;        // chunks of backward_chunk tokens in the call
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
-  int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64; 16 groups
-                                   // with register_states)
-  state_pass_shape state_shape{};  // blocks of the register-resident passes (register_states)
+  int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64; with
+                                   // register_states 16 per group)
+  int state_groups = 0;            // groups of 16 columns per block of the register-resident passes
   dim3 state_grid;                 // (V / state_columns, HV, 2 N)   passes 2 and 3, side by side
   dim3 gradient_grid;              // (chunks, H)    pass 4 (per-key decays: chunk_grid)
   index_t qk_elements = 0;         // B T H K: the elements of dq (and dk) the group sum writes (per-key decays)
@@ -54,8 +54,8 @@ struct backward_plan {
   backward_plan(const problem& p, bool corrects, bool per_key, bool register_states, index_t multiprocessors)
       : state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors)) {
     if (register_states) {
-      state_shape = backward_state_shape(p.N * p.HV, p.V, multiprocessors);
-      state_columns = 16 * state_shape.groups;
+      state_groups = backward_state_groups(p.N * p.HV, p.V, multiprocessors);
+      state_columns = 16 * state_groups;
     }
     if (p.cu.given()) {
       seqs = sequence_table(p, backward_chunk);

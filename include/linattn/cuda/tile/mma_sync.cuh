@@ -82,13 +82,7 @@ __device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile,
 
 template <class T>
 __device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile, int ld, int r0, int k0, int lane) {
-  const int g = lane / 4, t = lane % 4;
-  const float2 x0 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t);
-  const float2 x1 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t);
-  const float2 x2 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t + 8);
-  const float2 x3 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t + 8);
-  a[0] = pack2<T>(x0.x, x0.y), a[1] = pack2<T>(x1.x, x1.y);
-  a[2] = pack2<T>(x2.x, x2.y), a[3] = pack2<T>(x3.x, x3.y);
+  fp32_a_fragment<T>(a, tile, ld, r0, k0, lane, {1.0f, 1.0f, 1.0f, 1.0f});
 }
 
 /// The B fragment (b0, b1) of n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of an fp32 tile

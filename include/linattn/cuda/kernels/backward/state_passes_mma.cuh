@@ -42,20 +42,19 @@ namespace linattn::cuda::detail {
 template <class Rule, class T>
 inline constexpr bool register_state_passes = std::is_same_v<T, __nv_bfloat16> && Rule::decay != decay_kind::vector;
 
-/// The block shape of the register-resident state passes for a call: `groups` groups of 16
-/// value columns per block (8, 4, 2 or 1, at most V / 16), each over `split` warps.
-struct state_pass_shape {
-  int groups, split;
-};
+/// Warps per group of 16 value columns in the register-resident state passes, by groups per
+/// block: blocks of 1 or 2 groups (calls with few sequences x heads) split each group's keys
+/// over 4 or 2 warps (the shapes that measured fastest on an H200: bench/cuda/README.md).
+constexpr int state_pass_split(int groups) { return groups == 1 ? 4 : groups == 2 ? 2 : 1; }
 
-/// The most groups per block with which the blocks of both passes still fill about 3/4 of the
-/// multiprocessors: more groups share a chunk's key rows in shared memory, fewer give more
-/// blocks when sequences x heads are few. With 1 or 2 groups per block each group's keys are
-/// split over 4 or 2 warps (the shapes that measured fastest on an H200: bench/cuda/NOTES.md).
-inline state_pass_shape backward_state_shape(index_t head_blocks, index_t V, index_t multiprocessors) {
+/// Groups of 16 value columns per block of the register-resident state passes: the most (8,
+/// 4, 2, 1; at most V / 16) with which the blocks of both passes still fill about 3/4 of the
+/// multiprocessors. More groups share a chunk's key rows in shared memory; fewer give more
+/// blocks when sequences x heads are few.
+inline int backward_state_groups(index_t head_blocks, index_t V, index_t multiprocessors) {
   int groups = 8;
   while (groups > 1 && (16 * groups > V || 8 * head_blocks * (V / (16 * groups)) < 3 * multiprocessors)) groups /= 2;
-  return {groups, groups == 1 ? 4 : groups == 2 ? 2 : 1};
+  return groups;
 }
 
 /// Pass 2's rows of one chunk (rows past the chunk zero).
