@@ -6,16 +6,7 @@
 /// WY/UT representation); docs/backward.md.
 #pragma once
 
-#include <type_traits>
-
-#include "../core/backward.hpp"
-#include "../core/dispatch.hpp"
-#include "../core/family.hpp"
-#include "../core/tensor_view.hpp"
-#include "../core/validate_backward.hpp"
-#include "../cpu/algorithms.hpp"
-#include "../cpu/io/qk_normalization.hpp"
-#include "declarations.hpp"
+#include "entry_point.hpp"
 
 namespace linattn {
 
@@ -30,15 +21,8 @@ template <rule Rule, class G>
 void chunkwise_backward(const inputs_t<Rule, G>& in, tensor_view<G, 4> grad_out,
                         const std::type_identity_t<gradients_t<Rule, std::remove_const_t<G>>>& grads,
                         const backward_options<state_t<std::remove_const_t<G>>>& opt) {
-  using T = std::remove_const_t<G>;
   static_assert(has_gradients<Rule>, "linattn::chunkwise_backward: this rule has no backward pass (no Rule::gradients<T>)");
-  if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule> && has_gradients<Rule>) {
-    const tensor_view<const T, 4> dout = grad_out;
-    const detail::problem p = detail::validate_backward<Rule>(detail::form::chunkwise_backward, in, dout, grads, opt);
-    const cpu::qk_normalized<inputs_t<Rule, G>> qk(in, opt.normalize_qk, opt.threads);
-    detail::algorithm<typename Rule::family, detail::form::chunkwise_backward>::template run<Rule>(qk.inputs(), dout, grads, opt, p);
-    if (opt.normalize_qk) cpu::chain_qk_normalization(in, grads, opt.threads);
-  }
+  detail::run_backward<detail::form::chunkwise_backward, Rule, G>(in, grad_out, grads, opt);
 }
 
 }  // namespace linattn

@@ -4,16 +4,7 @@
 /// writes their outputs; the serving path of a recurrent layer.
 #pragma once
 
-#include <type_traits>
-
-#include "../core/dispatch.hpp"
-#include "../core/family.hpp"
-#include "../core/options.hpp"
-#include "../core/tensor_view.hpp"
-#include "../core/validate.hpp"
-#include "../cpu/algorithms.hpp"
-#include "../cpu/io/qk_normalization.hpp"
-#include "declarations.hpp"
+#include "entry_point.hpp"
 
 namespace linattn {
 
@@ -23,11 +14,7 @@ namespace linattn {
 template <rule Rule, class T>
 void decode_step(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, tensor_view<state_t<T>, 4> state,
                  const options<state_t<T>>& opt) {
-  if constexpr (cpu::check_element<std::remove_const_t<T>>() && detail::meets_contract<Rule>) {
-    const detail::problem p = detail::validate<Rule>(detail::form::decode, in, out, opt, &state);
-    const cpu::qk_normalized<inputs_t<Rule, T>> qk(in, opt.normalize_qk, opt.threads);
-    detail::algorithm<typename Rule::family, detail::form::decode>::template run<Rule>(qk.inputs(), out, state, opt, p);
-  }
+  detail::run_forward<detail::form::decode, Rule, T>(in, out, opt, &state);
 }
 
 }  // namespace linattn

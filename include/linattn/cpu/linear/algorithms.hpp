@@ -17,74 +17,38 @@
 
 namespace linattn::cpu {
 
-template <class Rule, class T, class Out>
-void linear_recurrent(const typename Rule::template inputs<T>& in, const Out& out, const options<state_t<T>>& opt,
-                      const detail::problem& p) {
-  run_tokens<token_worker<Rule, T, state_t<T>>>(in, out, opt.initial_state, opt.final_state, p,
-                                                checkpoint_writer<state_t<T>>(opt, p));
-}
-
-template <class Rule, class T, class Out>
-void linear_decode(const typename Rule::template inputs<T>& in, const Out& out, const tensor_view<state_t<T>, 4>& state,
-                   const options<state_t<T>>& opt, const detail::problem& p) {
-  run_tokens<token_worker<Rule, T, state_t<T>>>(in, out, state, state, p, checkpoint_writer<state_t<T>>(opt, p));
-}
-
-template <class Rule, class T, class Out>
-void linear_chunkwise(const typename Rule::template inputs<T>& in, const Out& out, const options<state_t<T>>& opt,
-                      const detail::problem& p) {
+/// Form F of the linear families over an output `out` (`state`: decode_step's state, read and
+/// written in place).
+template <detail::form F, class Rule, class T, class Out>
+void linear_form(const typename Rule::template inputs<T>& in, const Out& out, const options<state_t<T>>& opt,
+                 const detail::problem& p, const tensor_view<state_t<T>, 4>& state = {}) {
   using A = state_t<T>;
-  using worker = linear_block_worker<Rule, T, A, A>;
-  if constexpr (chunk_local_worker<worker>) {
-    if (p.N * p.HV < p.threads && p.max_length() > p.chunk) return run_chunks_across_threads<worker>(in, out, opt, p);
+  if constexpr (F == detail::form::recurrent) {
+    run_tokens<token_worker<Rule, T, A>>(in, out, opt.initial_state, opt.final_state, p, checkpoint_writer<A>(opt, p));
+  } else if constexpr (F == detail::form::decode) {
+    run_tokens<token_worker<Rule, T, A>>(in, out, state, state, p, checkpoint_writer<A>(opt, p));
+  } else if constexpr (F == detail::form::chunkwise) {
+    using worker = linear_block_worker<Rule, T, A, A>;
+    if constexpr (chunk_local_worker<worker>) {
+      if (p.N * p.HV < p.threads && p.max_length() > p.chunk) return run_chunks_across_threads<worker>(in, out, opt, p);
+    }
+    run_blocks<worker>(in, out, opt, p, p.chunk);
+  } else {
+    run_blocks<linear_block_worker<Rule, T, A, double>>(in, out, opt, p, std::max<index_t>(1, p.max_length()));
   }
-  run_blocks<worker>(in, out, opt, p, p.chunk);
-}
-
-template <class Rule, class T, class Out>
-void linear_parallel(const typename Rule::template inputs<T>& in, const Out& out, const options<state_t<T>>& opt,
-                     const detail::problem& p) {
-  using worker = linear_block_worker<Rule, T, state_t<T>, double>;
-  run_blocks<worker>(in, out, opt, p, std::max<index_t>(1, p.max_length()));
 }
 
 }  // namespace linattn::cpu
 
 namespace linattn::detail {
 
-template <cpu::linear_forward_family Family>
-struct algorithm<Family, form::recurrent> {
+template <cpu::linear_forward_family Family, form F>
+  requires(forward_form(F))
+struct algorithm<Family, F> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_recurrent<Rule, T>(in, out, opt, p);
-  }
-};
-
-template <cpu::linear_forward_family Family>
-struct algorithm<Family, form::decode> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_decode<Rule, T>(in, out, state, opt, p);
-  }
-};
-
-template <cpu::linear_forward_family Family>
-struct algorithm<Family, form::chunkwise> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_chunkwise<Rule, T>(in, out, opt, p);
-  }
-};
-
-template <cpu::linear_forward_family Family>
-struct algorithm<Family, form::parallel> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::linear_parallel<Rule, T>(in, out, opt, p);
+                  const options<state_t<T>>& opt, const problem& p, const tensor_view<state_t<T>, 4>& state = {}) {
+    cpu::linear_form<F, Rule, T>(in, out, opt, p, state);
   }
 };
 

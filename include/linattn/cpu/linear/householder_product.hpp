@@ -69,53 +69,21 @@ inline detail::problem substep_problem(const detail::problem& p) {
 template <detail::form F, class Product, class T>
 void run_substeps(const typename Product::template inputs<T>& in, const tensor_view<T, 4>& out,
                   const options<state_t<T>>& opt, const detail::problem& p, const tensor_view<state_t<T>, 4>& state = {}) {
-  using S = product_substeps<Product>;
-  const auto s_in = substep_inputs<Product, T>(in, p.steps);
   const last_substep_output<T> s_out{out, p.steps};  // [B, T, HV, V]: the last sub-step of each token
-  const detail::problem s = substep_problem(p);
-  if constexpr (F == detail::form::recurrent) linear_recurrent<S, T>(s_in, s_out, opt, s);
-  else if constexpr (F == detail::form::decode) linear_decode<S, T>(s_in, s_out, state, opt, s);
-  else if constexpr (F == detail::form::chunkwise) linear_chunkwise<S, T>(s_in, s_out, opt, s);
-  else linear_parallel<S, T>(s_in, s_out, opt, s);
+  linear_form<F, product_substeps<Product>, T>(substep_inputs<Product, T>(in, p.steps), s_out, opt, substep_problem(p), state);
 }
 
 }  // namespace linattn::cpu
 
 namespace linattn::detail {
 
-template <>
-struct algorithm<householder_product_family, form::recurrent> {
+template <form F>
+  requires(forward_form(F))
+struct algorithm<householder_product_family, F> {
   template <class Rule, class T>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_substeps<form::recurrent, Rule, T>(in, out, opt, p);
-  }
-};
-
-template <>
-struct algorithm<householder_product_family, form::decode> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const tensor_view<state_t<T>, 4>& state, const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_substeps<form::decode, Rule, T>(in, out, opt, p, state);
-  }
-};
-
-template <>
-struct algorithm<householder_product_family, form::chunkwise> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_substeps<form::chunkwise, Rule, T>(in, out, opt, p);
-  }
-};
-
-template <>
-struct algorithm<householder_product_family, form::parallel> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_substeps<form::parallel, Rule, T>(in, out, opt, p);
+                  const options<state_t<T>>& opt, const problem& p, const tensor_view<state_t<T>, 4>& state = {}) {
+    cpu::run_substeps<F, Rule, T>(in, out, opt, p, state);
   }
 };
 

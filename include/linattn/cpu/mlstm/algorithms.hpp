@@ -18,14 +18,9 @@
 
 namespace linattn::detail {
 
-template <>
-struct algorithm<mlstm_family, form::recurrent> : cpu::token_forms<cpu::worker_tokens<cpu::mlstm_worker>> {};
-
-template <>
-struct algorithm<mlstm_family, form::decode> : cpu::token_forms<cpu::worker_tokens<cpu::mlstm_worker>> {};
-
-template <>
-struct algorithm<mlstm_family, form::chunkwise> : cpu::worker_chunks<cpu::mlstm_worker> {};
+template <form F>
+  requires(F == form::recurrent || F == form::decode || F == form::chunkwise)
+struct algorithm<mlstm_family, F> : cpu::worker_forms<F, cpu::mlstm_worker> {};
 
 /// The whole sequence as one span (capacity: the longest sequence of the call).
 template <>

@@ -14,14 +14,9 @@
 
 namespace linattn::detail {
 
-template <>
-struct algorithm<rls_family, form::recurrent> : cpu::token_forms<cpu::worker_tokens<cpu::rls_worker>> {};
-
-template <>
-struct algorithm<rls_family, form::decode> : cpu::token_forms<cpu::worker_tokens<cpu::rls_worker>> {};
-
-template <>
-struct algorithm<rls_family, form::chunkwise> : cpu::worker_chunks<cpu::rls_worker> {};
+template <form F>
+  requires(F == form::recurrent || F == form::decode || F == form::chunkwise)
+struct algorithm<rls_family, F> : cpu::worker_forms<F, cpu::rls_worker> {};
 
 template <>
 struct algorithm<rls_family, form::parallel> {

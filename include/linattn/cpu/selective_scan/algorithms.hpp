@@ -18,16 +18,9 @@
 
 namespace linattn::detail {
 
-template <>
-struct algorithm<selective_scan_family, form::recurrent>
-    : cpu::token_forms<cpu::worker_tokens<cpu::selective_scan_worker>> {};
-
-template <>
-struct algorithm<selective_scan_family, form::decode>
-    : cpu::token_forms<cpu::worker_tokens<cpu::selective_scan_worker>> {};
-
-template <>
-struct algorithm<selective_scan_family, form::chunkwise> : cpu::worker_chunks<cpu::selective_scan_worker> {};
+template <form F>
+  requires(F == form::recurrent || F == form::decode || F == form::chunkwise)
+struct algorithm<selective_scan_family, F> : cpu::worker_forms<F, cpu::selective_scan_worker> {};
 
 /// The whole sequence as one T x T block (capacity: the longest sequence of the call).
 template <>

@@ -60,8 +60,8 @@ struct algorithm<softmax_family, form::chunkwise> {
 template <>
 struct algorithm<softmax_family, form::decode> {
   template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>&, const tensor_view<T, 4>&,
-                  const tensor_view<state_t<T>, 4>&, const options<state_t<T>>&, const problem&) {
+  static void run(const typename Rule::template inputs<T>&, const tensor_view<T, 4>&, const options<state_t<T>>&,
+                  const problem&, const tensor_view<state_t<T>, 4>&) {
     static_assert(always_false<T>,
                   "linattn::decode_step: softmax attention has no matrix state; decode over a "
                   "linattn::kv_cache: decode_step<SoftmaxAttention>(in, out, cache, opt)");

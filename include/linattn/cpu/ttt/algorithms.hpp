@@ -142,11 +142,9 @@ struct ttt_primal_tokens {
   }
 };
 
-template <>
-struct algorithm<ttt_family, form::recurrent> : cpu::token_forms<ttt_primal_tokens> {};
-
-template <>
-struct algorithm<ttt_family, form::decode> : cpu::token_forms<ttt_primal_tokens> {};
+template <form F>
+  requires(F == form::recurrent || F == form::decode)
+struct algorithm<ttt_family, F> : cpu::token_forms<F, ttt_primal_tokens> {};
 
 template <>
 struct algorithm<ttt_family, form::chunkwise> {

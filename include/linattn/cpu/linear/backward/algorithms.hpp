@@ -16,22 +16,16 @@
 
 namespace linattn::detail {
 
-template <cpu::linear_family Family>
-struct algorithm<Family, form::recurrent_backward> {
-  template <class Rule, class T, class Grads>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out,
-                  const Grads& grads, const backward_options<state_t<T>>& opt, const problem& p) {
-    cpu::run_backward<cpu::token_backward_worker<Rule, T, state_t<T>>>(in, grad_out, grads, opt, p);
-  }
-};
-
-template <cpu::linear_family Family>
-struct algorithm<Family, form::chunkwise_backward> {
+template <cpu::linear_family Family, form F>
+  requires(!forward_form(F))
+struct algorithm<Family, F> {
   template <class Rule, class T, class Grads>
   static void run(const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out,
                   const Grads& grads, const backward_options<state_t<T>>& opt, const problem& p) {
     using A = state_t<T>;
-    if constexpr (Rule::decay == decay_kind::vector)
+    if constexpr (F == form::recurrent_backward)
+      cpu::run_backward<cpu::token_backward_worker<Rule, T, A>>(in, grad_out, grads, opt, p);
+    else if constexpr (Rule::decay == decay_kind::vector)
       cpu::run_backward<cpu::vector_chunk_backward_worker<Rule, T, A>>(in, grad_out, grads, opt, p);
     else
       cpu::run_backward<cpu::chunk_backward_worker<Rule, T, A>>(in, grad_out, grads, opt, p);
