@@ -70,6 +70,16 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
   }
 }
 
+/// The rows of q (times `scale`), k and v of tokens [t0, t0 + rows) from a call's inputs (any
+/// struct with views q, k, v): q and k of q/k head hq into Q and K, v of value head hv into V.
+template <class In, class Q, class K, class V, class A>
+void load_qkv_rows(const In& in, index_t b, index_t t0, index_t rows, index_t hq, index_t hv, A scale, Q&& q, K&& k,
+                   V&& v) {
+  load_rows(in.q, b, t0, hq, rows, q, scale);
+  load_rows(in.k, b, t0, hq, rows, k, A(1));
+  load_rows(in.v, b, t0, hv, rows, v, A(1));
+}
+
 /// The same into a coefficient gradient `[B, T, HV, K]` held in either element type (a vector
 /// gate's dg, float under 16-bit inputs when the caller asks for it).
 template <class N, class W, class Src>

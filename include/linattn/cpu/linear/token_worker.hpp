@@ -127,9 +127,7 @@ class token_worker {
   template <class Out, class Src>
   void step(const inputs_t& in, const Out& out, const Src& src, state_map& dst, index_t b, index_t t,
             index_t hq, index_t hv, A scale) {
-    load_rows(in.q, b, t, hq, 1, q_, scale);
-    load_rows(in.k, b, t, hq, 1, k_, A(1));
-    load_rows(in.v, b, t, hv, 1, u_, A(1));
+    load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, u_);
     A beta = A(1);
     if constexpr (corrects)  // unit key, value over |k|, beta |k|^2: the same update for any key norm
       beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });

@@ -71,10 +71,7 @@ class mlstm_worker {
               index_t hv, A scale) {
     const index_t V = h_.cols();
     for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      auto v = o_.head(V);
-      load_rows(in.v, b, t, hv, 1, v, A(1));
+      load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, o_.head(V));
       o_(V) = A(1);
       const double lf = forget(in, b, t, hv), ig = input(in, b, t, hv);
       const double m = std::max(lf + m_, ig);
@@ -93,10 +90,7 @@ class mlstm_worker {
             index_t hv, A scale) {
     if (n == 0) return;
     const index_t V = h_.cols();
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, K_, A(1));
-    auto values = Vx_.leftCols(V);
-    load_rows(in.v, b, t0, hv, n, values, A(1));
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, Vx_.leftCols(V));
     Vx_.col(V).head(n).setOnes();
     transpose_into(Kx_.leftCols(n), K_.topRows(n));
     // b (cumsum of log f), a_i = i~_i - b_i, M_r = max(m0, a_0..a_r), all in double.

@@ -69,9 +69,7 @@ class rls_worker {
   void tokens(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
               index_t hv, A scale) {
     for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      load_rows(in.v, b, t, hv, 1, e_, A(1));
+      load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, e_);
       const A gamma = std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv)));
       pk_.noalias() = k_ * P_;  // (P k)^T, P symmetric   [K]
       const A denom = gamma + pk_.dot(k_);
@@ -89,9 +87,7 @@ class rls_worker {
   void span(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
             index_t hv, A scale) {
     if (n == 0) return;
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, K_, A(1));
-    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, V_);
     A run = 0;
     for (index_t r = 0; r < n; ++r) b_(r) = run += static_cast<A>(Rule::log_gate(in, b, t0 + r, hv));
     const auto Kc = K_.topRows(n);
@@ -131,9 +127,7 @@ class rls_worker {
     symmetrise(G_);
     C_.noalias() = G_ * H_;
     for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      load_rows(in.v, b, t, hv, 1, e_, A(1));
+      load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, e_);
       const A gamma = std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv)));
       G_ *= gamma;
       G_.noalias() += k_.transpose() * k_;
