@@ -45,25 +45,15 @@ class mlstm_worker {
   /// state (zero and m = 0 when the view is not given or seq < 0: no pool slot).
   template <class S>
   void load(const tensor_view<S, 4>& state, index_t seq, index_t hv) {
-    const index_t K = Z_.rows(), V1 = Z_.cols();
-    if (!state.given() || seq < 0) {
-      Z_.setZero();
-      m_ = 0;
-      return;
-    }
-    for (index_t i = 0; i < K; ++i)
-      for (index_t j = 0; j < V1; ++j) Z_(i, j) = static_cast<A>(state(seq, hv, i, j));
-    m_ = static_cast<double>(state(seq, hv, 0, V1));
+    load_state(state, seq, hv, Z_);  // columns [0, V + 1)
+    m_ = state.given() && seq >= 0 ? static_cast<double>(state(seq, hv, 0, Z_.cols())) : 0;
   }
 
   template <class S>
   void store(const tensor_view<S, 4>& state, index_t seq, index_t hv) const {
+    store_state(state, seq, hv, Z_);
     if (!state.given() || seq < 0) return;
-    const index_t K = Z_.rows(), V1 = Z_.cols();
-    for (index_t i = 0; i < K; ++i) {
-      for (index_t j = 0; j < V1; ++j) state(seq, hv, i, j) = static_cast<S>(Z_(i, j));
-      state(seq, hv, i, V1) = static_cast<S>(m_);
-    }
+    for (index_t i = 0; i < Z_.rows(); ++i) state(seq, hv, i, Z_.cols()) = static_cast<S>(m_);  // m in every row
   }
 
   /// Token by token: tokens [t0, t0 + n) of batch row b.

@@ -42,27 +42,16 @@ class rls_worker {
   /// state, or H = 0, P = I / delta when the view is not given or seq < 0 (no pool slot).
   template <class S>
   void load(const tensor_view<S, 4>& state, index_t seq, index_t hv) {
-    const index_t K = H_.rows(), V = H_.cols();
-    if (!state.given() || seq < 0) {
-      H_.setZero();
-      P_.setIdentity();
-      P_ /= static_cast<A>(delta_);
-      return;
-    }
-    for (index_t i = 0; i < K; ++i) {
-      for (index_t j = 0; j < V; ++j) H_(i, j) = static_cast<A>(state(seq, hv, i, j));
-      for (index_t j = 0; j < K; ++j) P_(i, j) = static_cast<A>(state(seq, hv, i, V + j));
-    }
+    load_state(state, seq, hv, H_);  // columns [0, V)
+    if (state.given() && seq >= 0) return load_state(state, seq, hv, P_, H_.cols());  // columns [V, V + K)
+    P_.setIdentity();
+    P_ /= static_cast<A>(delta_);
   }
 
   template <class S>
   void store(const tensor_view<S, 4>& state, index_t seq, index_t hv) const {
-    if (!state.given() || seq < 0) return;
-    const index_t K = H_.rows(), V = H_.cols();
-    for (index_t i = 0; i < K; ++i) {
-      for (index_t j = 0; j < V; ++j) state(seq, hv, i, j) = static_cast<S>(H_(i, j));
-      for (index_t j = 0; j < K; ++j) state(seq, hv, i, V + j) = static_cast<S>(P_(i, j));
-    }
+    store_state(state, seq, hv, H_);
+    store_state(state, seq, hv, P_, H_.cols());
   }
 
   /// Sherman-Morrison, token by token: tokens [t0, t0 + n) of batch row b.
