@@ -9,6 +9,12 @@
 
 namespace linattn {
 
+/// The opt-out of options::checkpoints that several family tags below share
+/// (family_has_checkpoints).
+struct no_checkpoints {
+  static constexpr bool checkpoints = false;
+};
+
 /// S_t = decay_t(S_{t-1}) + v_t k_t^T: Hebbian, scalar decay, vector (per-key) decay.
 struct additive_family {};
 /// S_t = decay_t(S_{t-1}) (I - beta_t k_t k_t^T) + beta_t v_t k_t^T: the delta-rule family.
@@ -17,9 +23,7 @@ struct householder_family {};
 /// per token (DeltaProduct). Runs as the Householder family on the interleaved sequence of
 /// T n_h sub-steps (cpu/linear/householder_product.hpp): no kernel of its own. A checkpoint
 /// every few tokens is not offered (options::checkpoints).
-struct householder_product_family {
-  static constexpr bool checkpoints = false;
-};
+struct householder_product_family : no_checkpoints {};
 /// S_t = S_{t-1} (diag(exp(g_t)) + a_t b_t^T) + v_t k_t^T: a diagonal-plus-low-rank
 /// transition with free vectors a, b (RWKV-7, the generalised delta rule). Runs through the
 /// linear schedulers with a token worker branch and a block worker of its own
@@ -28,26 +32,18 @@ struct dplr_family {};
 /// Nonlinear inner model trained by mini-batch gradient descent (TTT). Its state spans three
 /// views (weights, bias, mini-batch cache); a state pool indexes all three by the same slot.
 /// No checkpoints.
-struct ttt_family {
-  static constexpr bool checkpoints = false;
-};
+struct ttt_family : no_checkpoints {};
 /// Recursive least squares: state (S, P), P the inverse weighted key covariance (RLS). State
 /// pools, no checkpoints.
-struct rls_family {
-  static constexpr bool checkpoints = false;
-};
+struct rls_family : no_checkpoints {};
 /// Exponentially gated matrix memory with a normaliser and a max stabiliser (mLSTM). State
 /// pools, no checkpoints.
-struct mlstm_family {
-  static constexpr bool checkpoints = false;
-};
+struct mlstm_family : no_checkpoints {};
 /// Diagonal selective state space (Mamba-1, S6): a decay per state element,
 /// h_t[n, d] = exp(Delta_t[d] A[d, n]) h_{t-1}[n, d] + Delta_t[d] B_t[n] x_t[d]. The decay
 /// depends on both state dims, so it is no rank-1 chunk algebra of the linear families. State
 /// pools, no checkpoints.
-struct selective_scan_family {
-  static constexpr bool checkpoints = false;
-};
+struct selective_scan_family : no_checkpoints {};
 /// Nonparametric regression over all earlier tokens: no matrix state, a KV cache.
 struct softmax_family {
   static constexpr bool has_state = false;

@@ -211,23 +211,11 @@ inline memory_region region_of(const char* name, const seqlens_view& cu) {
   return m;
 }
 
-/// Calls f(value, index-array) for every element of a view.
-template <class T, int R, class F>
-void for_each_element(const tensor_view<T, R>& v, F&& f) {
-  if (v.size() == 0) return;
-  std::array<index_t, R> i{};
-  for (;;) {
-    index_t off = 0;
-    for (int d = 0; d < R; ++d) off += i[d] * v.stride(d);
-    f(v.data()[off], i);
-    int d = R - 1;
-    while (d >= 0 && ++i[d] == v.extent(d)) i[d--] = 0;
-    if (d < 0) return;
-  }
-}
-/// The same for a view of either element type (the value as the wide type).
-template <class N, class W, int R, class F>
-void for_each_element(const either_view<N, W, R>& v, F&& f) {
+/// Calls f(value, index-array) for every element of a view (a tensor_view, or an either_view:
+/// the value as the wide type).
+template <strided_view V, class F>
+void for_each_element(const V& v, F&& f) {
+  constexpr int R = V::rank;
   if (v.size() == 0) return;
   std::array<index_t, R> i{};
   for (;;) {

@@ -12,6 +12,7 @@
 #include "../../core/serving_checks.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"
+#include "token_io.hpp"
 
 namespace linattn::cpu {
 
@@ -35,12 +36,9 @@ class checkpoint_writer {
   void after(index_t seq, index_t hv, index_t done, index_t length, const H& state) const {
     const index_t j = detail::checkpoint_entry(done, length, every_);
     if (j < 0) return;
-    for (index_t i = 0; i < state.rows(); ++i) {
-      if (view_.stride(4) == 1)
-        Eigen::Map<row_vec<A>>(&view_(seq, j, hv, i, 0), state.cols()) = state.row(i);
-      else
-        for (index_t c = 0; c < state.cols(); ++c) view_(seq, j, hv, i, c) = state(i, c);
-    }
+    const tensor_view<A, 4> entries(entry(seq, j, 0), {1, view_.extent(2), view_.extent(3), view_.extent(4)},
+                                    {0, view_.stride(2), view_.stride(3), view_.stride(4)});  // [1, HV, K, V]
+    store_state(entries, 0, hv, state);
   }
 
  private:

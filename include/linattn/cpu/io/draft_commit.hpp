@@ -14,6 +14,7 @@
 #include "../../core/draft_record.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../linalg/eigen_types.hpp"
+#include "token_io.hpp"
 
 namespace linattn::cpu {
 
@@ -41,11 +42,9 @@ class draft_committer {
       update(S);
     } else {
       H_.resize(K, V);
-      for (index_t i = 0; i < K; ++i)
-        for (index_t j = 0; j < V; ++j) H_(i, j) = pool(slot, hv, i, j);
+      load_state(pool, slot, hv, H_);
       update(H_);
-      for (index_t i = 0; i < K; ++i)
-        for (index_t j = 0; j < V; ++j) pool(slot, hv, i, j) = H_(i, j);
+      store_state(pool, slot, hv, H_);
     }
   }
 

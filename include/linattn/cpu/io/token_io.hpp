@@ -70,6 +70,16 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
   }
 }
 
+/// The rows of q (times `scale`), k and v of tokens [t0, t0 + rows) from a call's inputs (any
+/// struct with views q, k, v): q and k of q/k head hq into Q and K, v of value head hv into V.
+template <class In, class Q, class K, class V, class A>
+void load_qkv_rows(const In& in, index_t b, index_t t0, index_t rows, index_t hq, index_t hv, A scale, Q&& q, K&& k,
+                   V&& v) {
+  load_rows(in.q, b, t0, hq, rows, q, scale);
+  load_rows(in.k, b, t0, hq, rows, k, A(1));
+  load_rows(in.v, b, t0, hv, rows, v, A(1));
+}
+
 /// The same into a coefficient gradient `[B, T, HV, K]` held in either element type (a vector
 /// gate's dg, float under 16-bit inputs when the caller asks for it).
 template <class N, class W, class Src>
@@ -87,32 +97,34 @@ bool all_finite(const Eigen::MatrixBase<X>& x) {
   return !std::isnan((x.array() * A(0)).sum());
 }
 
-/// H = state(n, hv, :, :) ([K, V]), or zero when the state view is not given or n < 0 (a
-/// sequence without a pool slot: problem::slot).
+/// H = state(n, hv, :, c0 : c0 + H.cols()) ([K, V] from column 0 for a plain state; a state
+/// with extra columns takes its parts by their first column c0), or zero when the state view is
+/// not given or n < 0 (a sequence without a pool slot: problem::slot).
 template <class S, class A>
-void load_state(const tensor_view<S, 4>& state, index_t n, index_t hv, mat<A>& H) {
+void load_state(const tensor_view<S, 4>& state, index_t n, index_t hv, mat<A>& H, index_t c0 = 0) {
   if (!state.given() || n < 0) {
     H.setZero();
     return;
   }
   for (index_t i = 0; i < H.rows(); ++i) {
     if (state.stride(3) == 1)
-      H.row(i) = Eigen::Map<const Eigen::Matrix<std::remove_const_t<S>, 1, Eigen::Dynamic>>(&state(n, hv, i, 0), H.cols())
+      H.row(i) = Eigen::Map<const Eigen::Matrix<std::remove_const_t<S>, 1, Eigen::Dynamic>>(&state(n, hv, i, c0), H.cols())
                      .template cast<A>();
     else
-      for (index_t j = 0; j < H.cols(); ++j) H(i, j) = static_cast<A>(state(n, hv, i, j));
+      for (index_t j = 0; j < H.cols(); ++j) H(i, j) = static_cast<A>(state(n, hv, i, c0 + j));
   }
 }
 
-/// state(n, hv, :, :) = H, when the state view is given and n >= 0.
-template <class S, class A>
-void store_state(const tensor_view<S, 4>& state, index_t n, index_t hv, const mat<A>& H) {
+/// state(n, hv, :, c0 : c0 + H.cols()) = H (any row-major Eigen matrix or map), when the state
+/// view is given and n >= 0.
+template <class S, class Hm>
+void store_state(const tensor_view<S, 4>& state, index_t n, index_t hv, const Hm& H, index_t c0 = 0) {
   if (!state.given() || n < 0) return;
   for (index_t i = 0; i < H.rows(); ++i) {
     if (state.stride(3) == 1)
-      Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>(&state(n, hv, i, 0), H.cols()) = H.row(i).template cast<S>();
+      Eigen::Map<Eigen::Matrix<S, 1, Eigen::Dynamic>>(&state(n, hv, i, c0), H.cols()) = H.row(i).template cast<S>();
     else
-      for (index_t j = 0; j < H.cols(); ++j) state(n, hv, i, j) = static_cast<S>(H(i, j));
+      for (index_t j = 0; j < H.cols(); ++j) state(n, hv, i, c0 + j) = static_cast<S>(H(i, j));
   }
 }
 

@@ -71,9 +71,7 @@ class additive_worker {
   /// family normalises its keys): the rows of q, k and v ...
   void load_rows_only(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
     n_ = n;
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, K_, A(1));
-    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, V_);
     if constexpr (scales_write<Rule, inputs_t>)  // the write c_t v_t k_t^T: c_t into the value rows
       for (index_t r = 0; r < n; ++r) V_.row(r) *= write_coefficient<Rule, A>(in, b, t0 + r, hv);
   }

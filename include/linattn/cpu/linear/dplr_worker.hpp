@@ -52,9 +52,7 @@ class dplr_worker {
 
   void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
     n_ = n;
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, K_, A(1));
-    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, V_);
     load_rows(in.b, b, t0, hv, n, Bw_, A(1));
     load_rows(in.a, b, t0, hv, n, Ad_, A(1));
     if (n == 0) return;

@@ -79,9 +79,7 @@ class draft_worker {
     Q_.resize(n, K_), Kt_.resize(n, K_), U_.resize(n, V_), beta_.resize(n);
     const index_t width = decay == decay_kind::vector ? K_ : 1;
     G_.resize(n, width), C_.resize(n, width);
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, Kt_, A(1));
-    load_rows(in.v, b, t0, hv, n, U_, A(1));
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, Kt_, U_);
     for (index_t j = 0; j < n; ++j) {
       const index_t t = t0 + j;
       if constexpr (corrects)

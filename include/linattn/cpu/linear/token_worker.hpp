@@ -63,22 +63,17 @@ class token_worker {
            index_t seq, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale,
            const checkpoint_writer<A>& cp = {}) {
     if (cp.every_token_rows() && n > 0) return run_into_checkpoints(in, out, s_in, s_out, slot, seq, b, t0, n, hq, hv, scale, cp);
-    if (in_place(s_in, s_out, slot)) {
-      state_map H(&s_out(slot, hv, 0, 0), K_, V_, Eigen::OuterStride<>(s_out.stride(2)));
-      for (index_t t = t0; t < t0 + n; ++t) {
-        step(in, out, H, H, b, t, hq, hv, scale);
-        if (cp.active()) cp.after(seq, hv, t - t0 + 1, n, H);
-      }
-      return;
+    const bool direct = in_place(s_in, s_out, slot);  // the state in the caller's slot
+    if (!direct) {
+      H_.resize(K_, V_);  // [K, V], only off the in-place path
+      load_state(s_in, slot, hv, H_);
     }
-    H_.resize(K_, V_);  // [K, V], only off the in-place path
-    load_state(s_in, slot, hv, H_);
-    state_map H(H_.data(), K_, V_, Eigen::OuterStride<>(V_));
+    state_map H(direct ? &s_out(slot, hv, 0, 0) : H_.data(), K_, V_, Eigen::OuterStride<>(direct ? s_out.stride(2) : V_));
     for (index_t t = t0; t < t0 + n; ++t) {
       step(in, out, H, H, b, t, hq, hv, scale);
       if (cp.active()) cp.after(seq, hv, t - t0 + 1, n, H);
     }
-    store_state(s_out, slot, hv, H_);
+    if (!direct) store_state(s_out, slot, hv, H_);
   }
 
  private:
@@ -116,10 +111,7 @@ class token_worker {
       src = dst;
       src_ld = cp.row_stride();
     }
-    if (!s_out.given() || slot < 0) return;
-    const const_state_map last(src, K_, V_, Eigen::OuterStride<>(src_ld));
-    for (index_t i = 0; i < K_; ++i)
-      for (index_t j = 0; j < V_; ++j) s_out(slot, hv, i, j) = last(i, j);
+    store_state(s_out, slot, hv, const_state_map(src, K_, V_, Eigen::OuterStride<>(src_ld)));  // the last state
   }
 
   /// Token t: its output from the state `src` ([K, V]) and the state after it into `dst` (the
@@ -127,9 +119,7 @@ class token_worker {
   template <class Out, class Src>
   void step(const inputs_t& in, const Out& out, const Src& src, state_map& dst, index_t b, index_t t,
             index_t hq, index_t hv, A scale) {
-    load_rows(in.q, b, t, hq, 1, q_, scale);
-    load_rows(in.k, b, t, hq, 1, k_, A(1));
-    load_rows(in.v, b, t, hv, 1, u_, A(1));
+    load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, u_);
     A beta = A(1);
     if constexpr (corrects)  // unit key, value over |k|, beta |k|^2: the same update for any key norm
       beta = normalise_key<A>(k_, u_, [&](double sq) { return Rule::beta(in, b, t, hv, sq); });

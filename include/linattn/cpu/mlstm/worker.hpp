@@ -45,25 +45,15 @@ class mlstm_worker {
   /// state (zero and m = 0 when the view is not given or seq < 0: no pool slot).
   template <class S>
   void load(const tensor_view<S, 4>& state, index_t seq, index_t hv) {
-    const index_t K = Z_.rows(), V1 = Z_.cols();
-    if (!state.given() || seq < 0) {
-      Z_.setZero();
-      m_ = 0;
-      return;
-    }
-    for (index_t i = 0; i < K; ++i)
-      for (index_t j = 0; j < V1; ++j) Z_(i, j) = static_cast<A>(state(seq, hv, i, j));
-    m_ = static_cast<double>(state(seq, hv, 0, V1));
+    load_state(state, seq, hv, Z_);  // columns [0, V + 1)
+    m_ = state.given() && seq >= 0 ? static_cast<double>(state(seq, hv, 0, Z_.cols())) : 0;
   }
 
   template <class S>
   void store(const tensor_view<S, 4>& state, index_t seq, index_t hv) const {
+    store_state(state, seq, hv, Z_);
     if (!state.given() || seq < 0) return;
-    const index_t K = Z_.rows(), V1 = Z_.cols();
-    for (index_t i = 0; i < K; ++i) {
-      for (index_t j = 0; j < V1; ++j) state(seq, hv, i, j) = static_cast<S>(Z_(i, j));
-      state(seq, hv, i, V1) = static_cast<S>(m_);
-    }
+    for (index_t i = 0; i < Z_.rows(); ++i) state(seq, hv, i, Z_.cols()) = static_cast<S>(m_);  // m in every row
   }
 
   /// Token by token: tokens [t0, t0 + n) of batch row b.
@@ -71,10 +61,7 @@ class mlstm_worker {
               index_t hv, A scale) {
     const index_t V = h_.cols();
     for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      auto v = o_.head(V);
-      load_rows(in.v, b, t, hv, 1, v, A(1));
+      load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, o_.head(V));
       o_(V) = A(1);
       const double lf = forget(in, b, t, hv), ig = input(in, b, t, hv);
       const double m = std::max(lf + m_, ig);
@@ -93,10 +80,7 @@ class mlstm_worker {
             index_t hv, A scale) {
     if (n == 0) return;
     const index_t V = h_.cols();
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, K_, A(1));
-    auto values = Vx_.leftCols(V);
-    load_rows(in.v, b, t0, hv, n, values, A(1));
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, Vx_.leftCols(V));
     Vx_.col(V).head(n).setOnes();
     transpose_into(Kx_.leftCols(n), K_.topRows(n));
     // b (cumsum of log f), a_i = i~_i - b_i, M_r = max(m0, a_0..a_r), all in double.

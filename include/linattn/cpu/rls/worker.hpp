@@ -42,36 +42,23 @@ class rls_worker {
   /// state, or H = 0, P = I / delta when the view is not given or seq < 0 (no pool slot).
   template <class S>
   void load(const tensor_view<S, 4>& state, index_t seq, index_t hv) {
-    const index_t K = H_.rows(), V = H_.cols();
-    if (!state.given() || seq < 0) {
-      H_.setZero();
-      P_.setIdentity();
-      P_ /= static_cast<A>(delta_);
-      return;
-    }
-    for (index_t i = 0; i < K; ++i) {
-      for (index_t j = 0; j < V; ++j) H_(i, j) = static_cast<A>(state(seq, hv, i, j));
-      for (index_t j = 0; j < K; ++j) P_(i, j) = static_cast<A>(state(seq, hv, i, V + j));
-    }
+    load_state(state, seq, hv, H_);  // columns [0, V)
+    if (state.given() && seq >= 0) return load_state(state, seq, hv, P_, H_.cols());  // columns [V, V + K)
+    P_.setIdentity();
+    P_ /= static_cast<A>(delta_);
   }
 
   template <class S>
   void store(const tensor_view<S, 4>& state, index_t seq, index_t hv) const {
-    if (!state.given() || seq < 0) return;
-    const index_t K = H_.rows(), V = H_.cols();
-    for (index_t i = 0; i < K; ++i) {
-      for (index_t j = 0; j < V; ++j) state(seq, hv, i, j) = static_cast<S>(H_(i, j));
-      for (index_t j = 0; j < K; ++j) state(seq, hv, i, V + j) = static_cast<S>(P_(i, j));
-    }
+    store_state(state, seq, hv, H_);
+    store_state(state, seq, hv, P_, H_.cols());
   }
 
   /// Sherman-Morrison, token by token: tokens [t0, t0 + n) of batch row b.
   void tokens(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
               index_t hv, A scale) {
     for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      load_rows(in.v, b, t, hv, 1, e_, A(1));
+      load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, e_);
       const A gamma = std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv)));
       pk_.noalias() = k_ * P_;  // (P k)^T, P symmetric   [K]
       const A denom = gamma + pk_.dot(k_);
@@ -89,9 +76,7 @@ class rls_worker {
   void span(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
             index_t hv, A scale) {
     if (n == 0) return;
-    load_rows(in.q, b, t0, hq, n, Q_, scale);
-    load_rows(in.k, b, t0, hq, n, K_, A(1));
-    load_rows(in.v, b, t0, hv, n, V_, A(1));
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, V_);
     A run = 0;
     for (index_t r = 0; r < n; ++r) b_(r) = run += static_cast<A>(Rule::log_gate(in, b, t0 + r, hv));
     const auto Kc = K_.topRows(n);
@@ -131,9 +116,7 @@ class rls_worker {
     symmetrise(G_);
     C_.noalias() = G_ * H_;
     for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      load_rows(in.v, b, t, hv, 1, e_, A(1));
+      load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, e_);
       const A gamma = std::exp(static_cast<A>(Rule::log_gate(in, b, t, hv)));
       G_ *= gamma;
       G_.noalias() += k_.transpose() * k_;

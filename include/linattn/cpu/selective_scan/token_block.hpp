@@ -27,9 +27,7 @@ class selective_scan_tokens {
   /// Tokens [t0, t0 + n) of batch row b: q/k head hq, value head hv; C times `scale`.
   void read(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
     const index_t V = delta_.cols();
-    load_rows(in.v, b, t0, hv, n, x_, A(1));
-    load_rows(in.k, b, t0, hq, n, B_, A(1));
-    load_rows(in.q, b, t0, hq, n, C_, scale);
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, C_, B_, x_);  // C = scale q, B = k, x = v
     for (index_t t = 0; t < n; ++t)
       for (index_t d = 0; d < V; ++d) delta_(t, d) = static_cast<A>(Rule::delta(in, b, t0 + t, hv, d));
     u_.topRows(n).array() = delta_.topRows(n).array() * x_.topRows(n).array();

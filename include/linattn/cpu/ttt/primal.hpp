@@ -32,9 +32,7 @@ class ttt_primal {
            index_t hq, index_t hv, A scale) {
     const A eps = static_cast<A>(Rule::ln_eps);
     for (index_t t = t0; t < t0 + n; ++t) {
-      load_rows(in.q, b, t, hq, 1, q_, scale);
-      load_rows(in.k, b, t, hq, 1, k_, A(1));
-      load_rows(in.v, b, t, hv, 1, y_, A(1));
+      load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, y_);
       y_ -= k_;  // target of LN: v - k
       // gradient at the mini-batch start   [1, D]
       z_.noalias() = k_ * st.W;

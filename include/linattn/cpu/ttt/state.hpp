@@ -47,8 +47,7 @@ struct ttt_state {
       return;
     }
     for (index_t j = 1; j < D; ++j) tail(j) = static_cast<A>(c(n, hv, D + 1, j));
-    for (index_t i = 0; i < D; ++i)
-      for (index_t j = 0; j < D; ++j) Aw(i, j) = static_cast<A>(c(n, hv, i, j));
+    load_state(c, n, hv, Aw);  // rows 0..D-1
     for (index_t j = 0; j < D; ++j) a(j) = static_cast<A>(c(n, hv, D, j));
     pos = static_cast<index_t>(c(n, hv, D + 1, 0));  // validated: an integer in [0, mini_batch)
   }
@@ -75,8 +74,7 @@ struct ttt_state {
     if (in.final_bias.given())
       for (index_t j = 0; j < D; ++j) in.final_bias(n, hv, j) = static_cast<S>(b(j));
     if (!c.given()) return;
-    for (index_t i = 0; i < D; ++i)
-      for (index_t j = 0; j < D; ++j) c(n, hv, i, j) = static_cast<S>(Aw(i, j));
+    store_state(c, n, hv, Aw);  // rows 0..D-1
     for (index_t j = 0; j < D; ++j) {
       c(n, hv, D, j) = static_cast<S>(a(j));
       c(n, hv, D + 1, j) = static_cast<S>(tail(j));  // carried through unchanged

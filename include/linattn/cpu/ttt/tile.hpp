@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "../../core/tensor_view.hpp"
+#include "../io/token_io.hpp"
 #include "../linalg/eigen_types.hpp"
 #include "../linalg/gemm.hpp"
 
@@ -98,14 +99,7 @@ struct ttt_tile {
  private:
   template <class X>
   static void prefetch(const X& x, index_t b, index_t t, index_t h, bool write) {
-    if (x.stride(3) != 1) return;
-    const char* p = reinterpret_cast<const char*>(&x(b, t, h, 0));
-    for (index_t o = 0; o < x.extent(3) * index_t(sizeof(x(b, t, h, 0))); o += 64) {
-#if defined(__GNUC__) || defined(__clang__)
-      if (write) __builtin_prefetch(p + o, 1, 3);
-      else __builtin_prefetch(p + o, 0, 3);
-#endif
-    }
+    if (x.stride(3) == 1) prefetch_bytes(&x(b, t, h, 0), x.extent(3) * index_t(sizeof(x(b, t, h, 0))), write);
   }
 };
 

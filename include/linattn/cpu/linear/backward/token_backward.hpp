@@ -98,9 +98,7 @@ class token_backward_worker {
   template <class Grads>
   void back(const inputs_t& in, const tensor_view<const T, 4>& dout, const Grads& gr, index_t b, index_t t,
             index_t hq, index_t hv, A scale, bool add, const mat<A>& Hp, const mat<A>& Ht) {
-    load_rows(in.q, b, t, hq, 1, q_, scale);
-    load_rows(in.k, b, t, hq, 1, k_, A(1));
-    load_rows(in.v, b, t, hv, 1, v_, A(1));
+    load_qkv_rows(in, b, t, 1, hq, hv, scale, q_, k_, v_);
     load_rows(dout, b, t, hv, 1, do_, A(1));
     [[maybe_unused]] const A gam = gate(in, b, t, hv);
     dq_.noalias() = do_ * Ht.transpose();

@@ -43,7 +43,7 @@
 #include "../../io/token_io.hpp"
 #include "../../linalg/eigen_types.hpp"
 #include "../../linalg/unit_lower_solve.hpp"
-#include "../safe_coefficients.hpp"
+#include "../vector_decay_scores.hpp"  // vector_gate_cumsum
 #include "chunk_passes.hpp"
 #include "gradient_io.hpp"
 #include "kept_corrections.hpp"
@@ -62,7 +62,7 @@ class vector_chunk_backward_worker {
       : C_(C), scores_(C, K), Q_(C, K), K_(C, K), V_(C, V), dO_(C, V), dU_(C, V), dY_(C, V), b_(C, K), eb_(C, K),
         ef_(C, K), Kf_(C, K), Kg_(C, K), dQ_(C, K), dK_(C, K), dQs_(C, K), dKs_(C, K), dKst_(C, K), dKr_(C, K),
         dKc_(C, K), dg_(C, K), P_(C, C), dP_(C, C), G_(C, C), M_(C, C), beta_(C), sq_(C), dbeta_(C), f_(K), bn_(K),
-        run_(K), H_(K, V), dH_(K, V) {}
+        H_(K, V), dH_(K, V) {}
 
   template <class Grads>
   void run(const inputs_t& in, const tensor_view<const T, 4>& dout, const Grads& gr, const backward_options<A>& opt,
@@ -97,14 +97,9 @@ class vector_chunk_backward_worker {
   /// `full`); KDA's steps and decayed keys K ⊙ Gam.
   void load(const inputs_t& in, const tensor_view<const T, 4>& dout, index_t b, index_t t0, index_t n, index_t hq,
             index_t hv, A scale, bool full) {
-    const index_t K = K_.cols();
     load_rows(in.k, b, t0, hq, n, K_, A(1));
     if (!full || !corrects) load_rows(in.v, b, t0, hv, n, V_, A(1));  // KDA's pass 2 reads the kept X and U
-    run_.setZero();  // as the forward: floored gates summed in double, one rounding per entry
-    for (index_t r = 0; r < n; ++r) {
-      for (index_t d = 0; d < K; ++d) run_(d) += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv, d));
-      b_.row(r) = run_.template cast<A>();
-    }
+    vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, b_, gate_scratch_);  // as the forward: floored, summed in double, rounded once
     bn_ = b_.row(n - 1);
     exp_rows(ef_, b_, 0, n, bn_);
     Kf_.topRows(n) = K_.topRows(n).cwiseProduct(ef_.topRows(n));
@@ -227,7 +222,7 @@ class vector_chunk_backward_worker {
   mat<A> P_, dP_, G_, M_;                  // [C, C]   scores / A, dP, G then dG, M
   col_vec<A> beta_, sq_, dbeta_;           // [C]
   row_vec<A> f_, bn_;                      // [K]
-  row_vec<double> run_;                    // [K]   running gate sums
+  std::vector<double> gate_scratch_;       // [2K]  vector_gate_cumsum's sums and gates
   mat<A> H_, dH_;                          // [K, V]
 };
 
