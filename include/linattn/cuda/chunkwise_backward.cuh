@@ -74,17 +74,14 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   detail::with_dims(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
     using detail::launch;
-    if constexpr (per_key) {
-      if (plan.n_chunks > 0)
+    if (plan.n_chunks > 0) {  // pass 1 (per-key decays: their decayed rows first)
+      if constexpr (per_key)
         launch<detail::chunk_decayed_rows_storage<K>>(detail::chunk_decayed_rows_kernel<Rule, E, K>, plan.chunk_grid, args,
                                                       stream, "chunk_decayed_rows_kernel");
-    }
-    if constexpr (corrects && per_key) {
-      if (plan.n_chunks > 0)
+      if constexpr (corrects && per_key)
         launch<detail::chunk_wy_storage<K, V, true>>(detail::chunk_wy_per_key_kernel<Rule, E, K, V>, plan.chunk_grid,
                                                        args, stream, "chunk_wy_per_key_kernel");
-    } else if constexpr (corrects) {
-      if (plan.n_chunks > 0)
+      else if constexpr (corrects)
         launch<detail::chunk_wy_storage<K, V>>(detail::chunk_wy_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
                                                "chunk_wy_kernel");
     }
@@ -96,29 +93,23 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
               detail::chunk_state_passes_mma_kernel<Rule, E, K, V, Groups, Split>, plan.state_grid, args, stream,
               "chunk_state_passes_mma_kernel");
       };
-      if (plan.state_groups == 1) state_passes(std::integral_constant<int, 1>{});
-      else if (plan.state_groups == 2) state_passes(std::integral_constant<int, 2>{});
-      else if (plan.state_groups == 4) state_passes(std::integral_constant<int, 4>{});
-      else state_passes(std::integral_constant<int, 8>{});
+      detail::with_constant<1, 2, 4, 8>(plan.state_groups, state_passes);
     } else {
       const auto state_passes = [&](auto columns) {
         constexpr int BV = decltype(columns)::value;
         launch<detail::chunk_state_passes_storage<K, BV, per_key>>(detail::chunk_state_passes_kernel<Rule, E, K, BV>,
                                                                    plan.state_grid, args, stream, "chunk_state_passes_kernel");
       };
-      if (plan.state_columns == 16) state_passes(std::integral_constant<int, 16>{});
-      else if (plan.state_columns == 32) state_passes(std::integral_constant<int, 32>{});
-      else state_passes(std::integral_constant<int, 64>{});
+      detail::with_constant<16, 32, 64>(plan.state_columns, state_passes);
     }
+    if (plan.n_chunks == 0) return;  // pass 4
     if constexpr (per_key) {
-      if (plan.n_chunks > 0) {
-        launch<detail::chunk_gradients_per_key_storage<K, V, corrects>>(
-            detail::chunk_gradients_per_key_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
-            "chunk_gradients_per_key_kernel");
-        detail::group_sum_kernel<Rule, E><<<plan.group_sum_grid, 256, 0, stream>>>(args, plan.qk_elements);
-        detail::check_launch("group_sum_kernel");
-      }
-    } else if (plan.n_chunks > 0) {
+      launch<detail::chunk_gradients_per_key_storage<K, V, corrects>>(
+          detail::chunk_gradients_per_key_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
+          "chunk_gradients_per_key_kernel");
+      detail::group_sum_kernel<Rule, E><<<plan.group_sum_grid, 256, 0, stream>>>(args, plan.qk_elements);
+      detail::check_launch("group_sum_kernel");
+    } else {
       launch<detail::chunk_gradients_storage<E, K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,
                                                     args, stream, "chunk_gradients_kernel");
     }

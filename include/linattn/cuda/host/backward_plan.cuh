@@ -27,9 +27,7 @@
 
 namespace linattn::cuda::detail {
 
-struct backward_plan {
-  std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
-  std::size_t n_chunks = 0;        // chunks of backward_chunk tokens in the call
+struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
   int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64; with
                                    // register_states 16 per group)
@@ -52,16 +50,11 @@ struct backward_plan {
 
   /// `register_states`: passes 2 and 3 run as state_passes_mma.cuh (register_state_passes).
   backward_plan(const problem& p, bool corrects, bool per_key, bool register_states, index_t multiprocessors)
-      : state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors)) {
+      : chunk_tables(p, backward_chunk), state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors)) {
     if (register_states) {
       state_groups = backward_state_groups(p.N * p.HV, p.V, multiprocessors);
       state_columns = 16 * state_groups;
     }
-    if (p.cu.given()) {
-      seqs = sequence_table(p, backward_chunk);
-      chunks = chunk_table(seqs, backward_chunk);
-    }
-    n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + backward_chunk - 1) / backward_chunk));
     chunk_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns), unsigned(p.HV), unsigned(2 * p.N));
     gradient_grid = dim3(unsigned(n_chunks), unsigned(p.H));

@@ -63,14 +63,23 @@ struct slot_plan {
   }
 };
 
-/// Every chunk of `len` tokens of every sequence (empty sequences have none).
-inline std::vector<span> chunk_table(const std::vector<span>& seqs, int len = chunk) {
-  std::vector<span> out;
-  for (const span& s : seqs)
-    for (int t = s.start; t < s.start + s.length; t += len)
-      out.push_back({s.b, t, s.length - (t - s.start) < len ? s.length - (t - s.start) : len, 0});
-  return out;
-}
+/// The tables of a call in chunks of `len` tokens: its sequences and every chunk of every
+/// sequence (empty sequences have none), host tables of a packed batch (empty otherwise), and
+/// the call's chunk count.
+struct chunk_tables {
+  std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
+  std::size_t n_chunks = 0;        // chunks of the call
+
+  chunk_tables(const problem& p, int len) {
+    if (p.cu.given()) {
+      seqs = sequence_table(p, len);
+      for (const span& s : seqs)
+        for (int t = s.start; t < s.start + s.length; t += len)
+          chunks.push_back({s.b, t, s.length - (t - s.start) < len ? s.length - (t - s.start) : len, 0});
+    }
+    n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + len - 1) / len));
+  }
+};
 
 /// Multiprocessors of the current device.
 inline int multiprocessors() {
@@ -103,10 +112,8 @@ constexpr index_t state_columns(state_pass s, index_t V) {
 
 /// The plan of a chunkwise call with inputs of type E.
 template <class E>
-struct chunkwise_plan {
-  std::vector<span> seqs, chunks;  // host tables of a packed batch (empty otherwise)
+struct chunkwise_plan : chunk_tables {
   slot_plan slots;                 // pool slots (options::state_indices)
-  std::size_t n_chunks = 0;        // chunks of the call
   state_pass state;
   product_precision products;      // fp32 inputs: 3xTF32 or TF32 block products (options::precision)
   bool per_key;                    // per-key decays: the chunk-local pass writes the state pass's Q and K rows
@@ -132,13 +139,8 @@ struct chunkwise_plan {
 
   chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact,
                  bool per_key = false)
-      : slots(p), state(s), products(products), per_key(per_key),
+      : chunk_tables(p, chunk), slots(p), state(s), products(products), per_key(per_key),
         whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
-    if (p.cu.given()) {
-      seqs = sequence_table(p);
-      chunks = chunk_table(seqs);
-    }
-    n_chunks = p.cu.given() ? chunks.size() : std::size_t(p.B * ((p.T + chunk - 1) / chunk));
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
     decay_slots = per_key ? p.K : index_t(chunk);

@@ -19,10 +19,11 @@
 
 namespace linattn::cuda::detail {
 
-/// Queues `kernel` over the rows (tokens x heads) of a `[B, T, H, D]` view.
-template <class... Args>
-void launch_rows(void (*kernel)(Args...), index_t rows, index_t D, cudaStream_t stream, const char* name,
+/// Queues `kernel` over the rows (tokens x heads) of the `[B, T, H, D]` view x.
+template <class E, class... Args>
+void launch_rows(void (*kernel)(Args...), const tensor_view<const E, 4>& x, cudaStream_t stream, const char* name,
                  std::type_identity_t<Args>... args) {
+  const index_t rows = x.extent(0) * x.extent(1) * x.extent(2), D = x.extent(3);
   if (D > 32 * row_norm_per_lane)  // the call's validation allows K <= 128 only
     throw error(std::string("linattn::cuda: ") + name + " takes rows of at most " +
                 std::to_string(32 * row_norm_per_lane) + " elements, got " + std::to_string(D));
@@ -30,11 +31,6 @@ void launch_rows(void (*kernel)(Args...), index_t rows, index_t D, cudaStream_t 
   const dim3 grid(unsigned((rows + row_norm_warps - 1) / row_norm_warps));
   kernel<<<grid, 32 * row_norm_warps, 0, stream>>>(args...);
   check_launch(name);
-}
-
-template <class E>
-index_t rows_of(const tensor_view<const E, 4>& x) {
-  return x.extent(0) * x.extent(1) * x.extent(2);
 }
 
 /// The inputs a CUDA call's kernels read: the caller's, or with options::normalize_qk a copy
@@ -71,7 +67,7 @@ class normalized_qk {
     return s;
   }
   static tensor_view<const E, 4> normalize_into(const tensor_view<const E, 4>& x, E* out, cudaStream_t stream) {
-    launch_rows(normalize_rows_kernel<E>, rows_of(x), x.extent(3), stream, "normalize_rows_kernel", x, out);
+    launch_rows(normalize_rows_kernel<E>, x, stream, "normalize_rows_kernel", x, out);
     return tensor_view<const E, 4>(out, x.extents(), contiguous_strides(x.extents()));
   }
 
@@ -86,10 +82,8 @@ class normalized_qk {
 template <class Inputs, class Gradients>
 void chain_qk_normalization(const Inputs& in, const Gradients& grads, cudaStream_t stream) {
   using E = typename decltype(Inputs::q)::value_type;
-  launch_rows(chain_normalization_kernel<E>, rows_of(in.q), in.q.extent(3), stream, "chain_normalization_kernel", in.q,
-              grads.dq);
-  launch_rows(chain_normalization_kernel<E>, rows_of(in.k), in.k.extent(3), stream, "chain_normalization_kernel", in.k,
-              grads.dk);
+  launch_rows(chain_normalization_kernel<E>, in.q, stream, "chain_normalization_kernel", in.q, grads.dq);
+  launch_rows(chain_normalization_kernel<E>, in.k, stream, "chain_normalization_kernel", in.k, grads.dk);
 }
 
 }  // namespace linattn::cuda::detail

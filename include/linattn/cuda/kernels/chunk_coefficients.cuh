@@ -8,6 +8,7 @@
 #include "../tile/async_copy.cuh"
 #include "../tile/load_store.cuh"
 #include "../tile/scalar.cuh"
+#include "../tile/warp_sums.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
 
@@ -39,8 +40,7 @@ __device__ void chunk_write_strengths(const chunk_args<Rule, T>& args, const Key
       const float v = to_float(keys[r * ldk + i]);
       kk += v * v;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
+    kk = warp_sum(kk);
     if (lane == 0) betas[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, kk) : 0.0f;
   }
 }
@@ -56,12 +56,7 @@ __device__ void chunk_gates_and_betas(const chunk_args<Rule, T>& args, const T* 
   if constexpr (corrects<Rule>) chunk_write_strengths<K>(args, keys, ldk, betas, b, t0, n, hv);
   if (warp == warps - 1) {  // cumsum on the last warp: two gates per lane, then a warp scan
     const float g0 = gates[2 * lane], g1 = g0 + gates[2 * lane + 1];
-    float run = g1;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float up = __shfl_up_sync(0xffffffffu, run, o);
-      if (lane >= o) run += up;
-    }
+    const float run = warp_prefix_sum(g1, lane);
     gates[2 * lane] = run - g1 + g0;
     gates[2 * lane + 1] = run;
   }

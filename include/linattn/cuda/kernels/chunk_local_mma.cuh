@@ -107,12 +107,8 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
       if (p > rb) continue;
       std::uint32_t bk[4];
       ldmatrix_x4(bk, keys + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
-      mma_16816<T>(sc[2 * lp], aq, bk[0], bk[1]);
-      mma_16816<T>(sc[2 * lp + 1], aq, bk[2], bk[3]);
-      if constexpr (corrects<Rule>) {
-        mma_16816<T>(gr[2 * lp], ak, bk[0], bk[1]);
-        mma_16816<T>(gr[2 * lp + 1], ak, bk[2], bk[3]);
-      }
+      mma_pair<T>(sc[2 * lp], sc[2 * lp + 1], aq, bk);
+      if constexpr (corrects<Rule>) mma_pair<T>(gr[2 * lp], gr[2 * lp + 1], ak, bk);
     }
   }
   const float scale = args.scale;
@@ -162,12 +158,9 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
         std::uint32_t a[4];
         fp32_a_fragment<T>(a, x_tile, S::ldf, r0, 16 * q, lane, f);
 #pragma unroll
-        for (int lp = 0; lp < LP; ++lp) {
-          std::uint32_t bt[4];
-          ldmatrix_x4<true>(bt, tile + (16 * q + kl.row) * ld + 16 * (ch * LP + lp) + kl.col);
-          mma_16816<T>(acc[2 * lp], a, bt[0], bt[1]);
-          mma_16816<T>(acc[2 * lp + 1], a, bt[2], bt[3]);
-        }
+        for (int lp = 0; lp < LP; ++lp)
+          mma_pair_ldm<T, true>(acc[2 * lp], acc[2 * lp + 1], a,
+                                tile + (16 * q + kl.row) * ld + 16 * (ch * LP + lp) + kl.col);
       }
 #pragma unroll
       for (int ln = 0; ln < 2 * LP; ++ln)

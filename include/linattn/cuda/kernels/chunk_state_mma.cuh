@@ -162,16 +162,9 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       pack_a<T>(a, ht[2 * ks], ht[2 * ks + 1]);
 #pragma unroll
       for (int p = 0; p < CT / 2; ++p) {
-        std::uint32_t bq[4];
-        ldmatrix_x4(bq, queries + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
-        mma_16816<T>(o[2 * p], a, bq[0], bq[1]);
-        mma_16816<T>(o[2 * p + 1], a, bq[2], bq[3]);
-        if constexpr (corrects<Rule>) {
-          std::uint32_t bw[4];
-          ldmatrix_x4(bw, buf.w[0] + k0 + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
-          mma_16816<T>(x[2 * p], a, bw[0], bw[1]);
-          mma_16816<T>(x[2 * p + 1], a, bw[2], bw[3]);
-        }
+        mma_pair_ldm<T>(o[2 * p], o[2 * p + 1], a, queries + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
+        if constexpr (corrects<Rule>)
+          mma_pair_ldm<T>(x[2 * p], x[2 * p + 1], a, buf.w[0] + k0 + (16 * p + bl.row) * S::ldk + 16 * ks + bl.col);
       }
     }
     if constexpr (Split > 1) {  // add the group's partial products (same order in every warp)
@@ -179,30 +172,15 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       float4* mine = smem.partials[0][0][0] + warp * 2 * CT * 32;
 #pragma unroll
       for (int nt = 0; nt < CT; ++nt) {
-        if constexpr (corrects<Rule>) mine[nt * 32 + lane] = make_float4(x[nt][0], x[nt][1], x[nt][2], x[nt][3]);
-        mine[(CT + nt) * 32 + lane] = make_float4(o[nt][0], o[nt][1], o[nt][2], o[nt][3]);
+        if constexpr (corrects<Rule>) mine[nt * 32 + lane] = as_float4(x[nt]);
+        mine[(CT + nt) * 32 + lane] = as_float4(o[nt]);
       }
       __syncthreads();
       const float4* first = smem.partials[0][0][0] + group * Split * 2 * CT * 32;
 #pragma unroll
       for (int nt = 0; nt < CT; ++nt) {
-        if constexpr (corrects<Rule>) {
-          float4 sum = first[nt * 32 + lane];
-#pragma unroll
-          for (int w = 1; w < Split; ++w) {
-            const float4 y = first[(w * 2 * CT + nt) * 32 + lane];
-            sum.x += y.x, sum.y += y.y, sum.z += y.z, sum.w += y.w;
-          }
-          x[nt][0] = sum.x, x[nt][1] = sum.y, x[nt][2] = sum.z, x[nt][3] = sum.w;
-        }
-        if (nt / OT != part) continue;
-        float4 sum = first[(CT + nt) * 32 + lane];
-#pragma unroll
-        for (int w = 1; w < Split; ++w) {
-          const float4 y = first[(w * 2 * CT + CT + nt) * 32 + lane];
-          sum.x += y.x, sum.y += y.y, sum.z += y.z, sum.w += y.w;
-        }
-        o[nt][0] = sum.x, o[nt][1] = sum.y, o[nt][2] = sum.z, o[nt][3] = sum.w;
+        if constexpr (corrects<Rule>) sum_partial_tiles<Split>(x[nt], first + nt * 32 + lane, 2 * CT * 32);
+        if (nt / OT == part) sum_partial_tiles<Split>(o[nt], first + (CT + nt) * 32 + lane, 2 * CT * 32);
       }
     }
     // U~t = U^T - Ht W^T (U^T read transposed straight into the accumulator layout)
@@ -232,10 +210,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
 #pragma unroll
       for (int p = q; p < CT / 2; ++p) {
         if ((2 * p) / OT != part) continue;
-        std::uint32_t bs[4];
-        ldmatrix_x4(bs, scores + (16 * p + bl.row) * S::lds + 16 * q + bl.col);
-        mma_16816<T>(o[2 * p], a, bs[0], bs[1]);
-        mma_16816<T>(o[2 * p + 1], a, bs[2], bs[3]);
+        mma_pair_ldm<T>(o[2 * p], o[2 * p + 1], a, scores + (16 * p + bl.row) * S::lds + 16 * q + bl.col);
       }
     }
     // this warp's rows of Ot -> its stage [C/Split, 16] -> 16-byte stores of the valid rows
@@ -259,10 +234,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       }
     }
     // Ht <- exp(b_C) Ht + U~t diag(exp(b_C - b)) K on this warp's key columns
-#pragma unroll
-    for (int nt = 0; nt < KT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ht[nt][e] *= decays::of_key(gates, k0 + 8 * nt + 2 * t + (e & 1));
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int) { ht[nt][e] *= decays::of_key(gates, k0 + i); });
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
       const int c0 = 16 * q + 2 * t;
@@ -271,12 +243,8 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       std::uint32_t a[4];
       pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
 #pragma unroll
-      for (int p = 0; p < KT / 2; ++p) {
-        std::uint32_t bk[4];
-        ldmatrix_x4<true>(bk, keys + (16 * q + kl.row) * S::ldk + 16 * p + kl.col);
-        mma_16816<T>(ht[2 * p], a, bk[0], bk[1]);
-        mma_16816<T>(ht[2 * p + 1], a, bk[2], bk[3]);
-      }
+      for (int p = 0; p < KT / 2; ++p)
+        mma_pair_ldm<T, true>(ht[2 * p], ht[2 * p + 1], a, keys + (16 * q + kl.row) * S::ldk + 16 * p + kl.col);
     }
     if (const int entry = args.checkpoint_entry(t0 + n - s.start, s.length); entry >= 0)
       store_state([&](index_t k, index_t v) -> float& { return args.checkpoints(n_seq, entry, hv, k, v); });

@@ -205,10 +205,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       float o[NT][4] = {};
       mma_rows_kn<T, NT, K / 16>(o, queries + r0 * S::ldk, S::ldk, state, S::ldv, lane);
       const float f[2] = {args.scale * decays::read(gates, r0 + g), args.scale * decays::read(gates, r0 + g + 8)};
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[nt][e] *= f[e >> 1];
+      for_tile_elements<BV>(lane, [&](int nt, int e, int, int) { o[nt][e] *= f[e >> 1]; });
       // scores causal: k-steps up to the warp's row block
       mma_rows_kn<T, NT, chunk / 16>(o, scores + r0 * S::lds, S::lds, fresh, S::ldv, lane, role_warp + 1);
       // the warp's rows of O -> its own (no longer read) query rows -> 16-byte stores
@@ -253,21 +250,22 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         for (int half = 0; half < 2; ++half)
           store_pair(state + key(m, 2 * half) * S::ldv, col(nt, 0), hs[m][nt][2 * half], hs[m][nt][2 * half + 1]);
   };
-  // H on this warp's key rows into at(key, value column) (the final state or a checkpoint)
-  const auto store_state = [&](auto&& at) {
+  // f(m, nt, e) for each of the lane's elements of H
+  const auto for_state = [&](auto&& f) {
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) at(key(m, e), v0 + col(nt, e)) = hs[m][nt][e];
+        for (int e = 0; e < 4; ++e) f(m, nt, e);
   };
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) hs[m][nt][e] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, key(m, e), v0 + col(nt, e)) : 0.0f;
+  // H on this warp's key rows into at(key, value column) (the final state or a checkpoint)
+  const auto store_state = [&](auto&& at) {
+    for_state([&](int m, int nt, int e) { at(key(m, e), v0 + col(nt, e)) = hs[m][nt][e]; });
+  };
+  for_state([&](int m, int nt, int e) {
+    hs[m][nt][e] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, key(m, e), v0 + col(nt, e)) : 0.0f;
+  });
   share_state(0);
 
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
@@ -300,10 +298,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     if constexpr (corrects<Rule>) {
       float wh[NT][4] = {};
       mma_rows_kn<T, NT, K / 16>(wh, buf.w[0] + r0 * S::ldk, S::ldk, state, S::ldv, lane);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) x[nt][e] -= wh[nt][e];
+      for_tile_elements<BV>(lane, [&](int nt, int e, int, int) { x[nt][e] -= wh[nt][e]; });
     }
     // U~ for the output warps, diag(exp(b_C - b)) U~ for the update
 #pragma unroll
@@ -340,10 +335,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         std::uint32_t bu[4];
         ldmatrix_x4<true>(bu, written + (16 * q + kl.row) * S::ldv + 16 * p + kl.col);
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          mma_16816<T>(hs[m][2 * p], ak[m], bu[0], bu[1]);
-          mma_16816<T>(hs[m][2 * p + 1], ak[m], bu[2], bu[3]);
-        }
+        for (int m = 0; m < MT; ++m) mma_pair<T>(hs[m][2 * p], hs[m][2 * p + 1], ak[m], bu);
       }
     }
     if (c + 1 < chunks) share_state(c + 1);  // read after the next tiles_in barrier

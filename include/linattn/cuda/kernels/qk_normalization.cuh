@@ -9,16 +9,11 @@
 #include "../../core/options.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../tile/scalar.cuh"
+#include "../tile/warp_sums.cuh"
 
 namespace linattn::cuda::detail {
 
 inline constexpr int row_norm_warps = 8;  // rows (warps) per block
-
-/// The warp's sum of x over its 32 lanes, in every lane.
-__device__ inline float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 /// The row this warp owns, as (b, t, h); false past the last row.
 __device__ inline bool row_of_warp(index_t T, index_t H, index_t rows, index_t& b, index_t& t, index_t& h) {

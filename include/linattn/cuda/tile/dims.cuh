@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Runtime head sizes to compile-time ones: the kernels are instantiated for K, V in {64, 128}
-/// (validation has already rejected other sizes).
+/// Runtime sizes to compile-time ones: the head sizes (the kernels are instantiated for K, V in
+/// {64, 128}; validation has already rejected other sizes) and the block shapes a plan picks.
 #pragma once
 
 #include <type_traits>
@@ -10,14 +10,17 @@
 
 namespace linattn::cuda::detail {
 
+/// f(std::integral_constant<int, X>{}) for the first X of Xs equal to x, else for the last.
+template <int X, int... Xs, class F>
+void with_constant(index_t x, F&& f) {
+  if constexpr (sizeof...(Xs) == 0) f(std::integral_constant<int, X>{});
+  else if (x == X) f(std::integral_constant<int, X>{});
+  else with_constant<Xs...>(x, f);
+}
+
 template <class F>
 void with_dims(index_t K, index_t V, F&& f) {
-  using k64 = std::integral_constant<int, 64>;
-  using k128 = std::integral_constant<int, 128>;
-  if (K == 64 && V == 64) f(k64{}, k64{});
-  else if (K == 64) f(k64{}, k128{});
-  else if (V == 64) f(k128{}, k64{});
-  else f(k128{}, k128{});
+  with_constant<64, 128>(K, [&](auto k) { with_constant<64, 128>(V, [&](auto v) { f(k, v); }); });
 }
 
 }  // namespace linattn::cuda::detail

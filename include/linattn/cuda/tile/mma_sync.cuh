@@ -59,10 +59,7 @@ __device__ inline void pack_a(std::uint32_t (&a)[4], const float (&left)[4], con
 
 template <class T>
 __device__ inline void pack_a(std::uint32_t (&a)[4], const float (&left)[4], const float (&right)[4]) {
-  a[0] = pack2<T>(left[0], left[1]);
-  a[1] = pack2<T>(left[2], left[3]);
-  a[2] = pack2<T>(right[0], right[1]);
-  a[3] = pack2<T>(right[2], right[3]);
+  pack_a<T>(a, left, right, {1.0f, 1.0f, 1.0f, 1.0f});
 }
 
 /// The A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of a row-major fp32 tile in
@@ -119,6 +116,44 @@ __device__ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/// The lane's elements of a [16, Cols] accumulator tile (Cols / 8 C tiles): f(nt, e, i, j) for
+/// element e of n-tile nt, column i = 8 nt + 2t + (e & 1), row j = g + 8 (e >> 1). For a
+/// transposed state tile Ht [16, K] of a warp (keys from k0, values from vw): the element of
+/// key k0 + i, value vw + j.
+template <int Cols, class F>
+__device__ inline void for_tile_elements(int lane, F&& f) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < Cols / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(nt, e, 8 * nt + 2 * t + (e & 1), g + 8 * (e >> 1));
+}
+
+/// The lane's four accumulators of a C tile as one float4 (a 16-byte shared-memory access).
+__device__ inline float4 as_float4(const float (&x)[4]) { return make_float4(x[0], x[1], x[2], x[3]); }
+
+/// x = the sum of Split partial C tiles as float4, the lane's at `first` and every `stride`
+/// float4 after it, added in that order (every warp adding them holds the same bits).
+template <int Split>
+__device__ inline void sum_partial_tiles(float (&x)[4], const float4* first, int stride) {
+  float4 sum = first[0];
+#pragma unroll
+  for (int w = 1; w < Split; ++w) {
+    const float4 y = first[w * stride];
+    sum.x += y.x, sum.y += y.y, sum.z += y.z, sum.w += y.w;
+  }
+  x[0] = sum.x, x[1] = sum.y, x[2] = sum.z, x[3] = sum.w;
+}
+
+/// d0 += a (b[0], b[1]) and d1 += a (b[2], b[3]): one A fragment times the two n-tiles of an
+/// ldmatrix_x4 (b_tiles, or kn_tiles with Trans).
+template <class T>
+__device__ inline void mma_pair(float (&d0)[4], float (&d1)[4], const std::uint32_t (&a)[4],
+                                const std::uint32_t (&b)[4]) {
+  mma_16816<T>(d0, a, b[0], b[1]);
+  mma_16816<T>(d1, a, b[2], b[3]);
+}
+
 /// x as a TF32 pair: hi = x rounded to TF32, lo = the TF32 rounding of the rest.
 __device__ inline void split_tf32(float x, std::uint32_t& hi, std::uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
@@ -159,6 +194,14 @@ __device__ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
                  : "memory");
 }
 
+/// mma_pair with the two n-tiles loaded first, by one ldmatrix_x4<Trans> at the lane's `row`.
+template <class T, bool Trans = false>
+__device__ inline void mma_pair_ldm(float (&d0)[4], float (&d1)[4], const std::uint32_t (&a)[4], const void* row) {
+  std::uint32_t b[4];
+  ldmatrix_x4<Trans>(b, row);
+  mma_pair<T>(d0, d1, a, b);
+}
+
 /// Lane offsets (row, column) into a row-major tile for one ldmatrix_x4 that yields
 ///  - `a_tile`: the A fragment of a [16, 16] tile;
 ///  - `b_tiles`: the B fragments of two n-tiles (rows = n, columns = k: r = {b0, b1} of n-tile 0,
@@ -185,12 +228,8 @@ __device__ inline void mma_rows_kn(float (&acc)[NT][4], const T* a, int lda, con
     std::uint32_t x[4];
     ldmatrix_x4(x, a + al.row * lda + 16 * s + al.col);
 #pragma unroll
-    for (int p = 0; p < NT / 2; ++p) {
-      std::uint32_t y[4];
-      ldmatrix_x4<true>(y, b + (16 * s + kl.row) * ldb + 16 * p + kl.col);
-      mma_16816<T>(acc[2 * p], x, y[0], y[1]);
-      mma_16816<T>(acc[2 * p + 1], x, y[2], y[3]);
-    }
+    for (int p = 0; p < NT / 2; ++p)
+      mma_pair_ldm<T, true>(acc[2 * p], acc[2 * p + 1], x, b + (16 * s + kl.row) * ldb + 16 * p + kl.col);
   }
 }
 

@@ -77,4 +77,17 @@ struct chunk_decay_vector {
   }
 };
 
+/// The state passes' update, an epilogue for block_gemm: h[i][j] <- Gam_{n-1} h[i][j] + the
+/// product, Gam_{n-1} of key row i (`decay` [K], per-key decays) or of the chunk (cf.gam[C - 1]).
+template <bool PerKey, int ld>
+__device__ auto decayed_state_update(float (*h)[ld], const float* decay, const chunk_coefficients& cf) {
+  return [h, decay, &cf](int i, int j, const float (&x)[8]) {
+    float d;
+    if constexpr (PerKey) d = decay[i];
+    else d = cf.gam[backward_chunk - 1];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) h[i][j + e] = d * h[i][j + e] + x[e];
+  };
+}
+
 }  // namespace linattn::cuda::detail

@@ -17,6 +17,7 @@
 
 #include "../../tile/block_gemm.cuh"
 #include "../../tile/scalar.cuh"
+#include "../../tile/warp_sums.cuh"
 #include "../rule_coefficients.cuh"
 #include "backward_args.cuh"
 
@@ -133,6 +134,25 @@ inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, ind
   };
 }
 
+/// How an epilogue into a tile (`tile_epilogue`) combines the product with the tile.
+enum class tile_update { assign, add, subtract, negated_strictly_lower };
+
+/// An epilogue for block_gemm into the rows of an fp32 tile in shared memory (ld floats per
+/// row): tile[r][j] = the result, += it or -= it; or (negated_strictly_lower, a [C, C] tile)
+/// minus the result below the diagonal (j < r) and 0 on and above it.
+template <tile_update U = tile_update::assign, int ld>
+__device__ auto tile_epilogue(float (*tile)[ld]) {
+  return [tile](int r, int j, const float (&x)[8]) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if constexpr (U == tile_update::assign) tile[r][j + e] = x[e];
+      else if constexpr (U == tile_update::add) tile[r][j + e] += x[e];
+      else if constexpr (U == tile_update::subtract) tile[r][j + e] -= x[e];
+      else tile[r][j + e] = j + e < r ? -x[e] : 0.0f;
+    }
+  };
+}
+
 /// h[i][j] = x(n, hv, i, v0 + j), the [K, BV] block of a state view ([N, HV, K, V]), or 0 where
 /// x is not given; the whole block copies, the caller synchronises.
 template <int K, int BV, int ld>
@@ -160,19 +180,21 @@ __device__ float lane_gate(const backward_args<Rule, T>& args, index_t b, index_
   return r < n ? log_gate<Rule, T>(args.in, b, t0 + r, hv) : 0.0f;
 }
 
+/// Lane r's inclusive cumsum of the chunk's log gates (one token per lane) and its last value.
+__device__ inline float gate_cumsum(float gate, int lane, float& last) {
+  static_assert(backward_chunk == 32, "one token per lane");
+  const float run = warp_prefix_sum(gate, lane);
+  last = __shfl_sync(0xffffffffu, run, 31);
+  return run;
+}
+
 /// b, Gam and e of the chunk from lane r's log gate g (warp 0: a warp scan). The caller
 /// synchronises before reading them.
 __device__ inline void chunk_decays(float g, chunk_coefficients& cf) {
-  static_assert(backward_chunk == 32, "one token per lane");
   if (threadIdx.x >= 32) return;
   const int r = int(threadIdx.x);
-  float run = g;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const float up = __shfl_up_sync(0xffffffffu, run, o);
-    if (r >= o) run += up;
-  }
-  const float last = __shfl_sync(0xffffffffu, run, 31);
+  float last;
+  const float run = gate_cumsum(g, r, last);
   cf.b[r] = run;
   cf.gam[r] = expf(run);
   cf.e[r] = expf(fminf(last - run, 0.0f));
@@ -199,8 +221,7 @@ __device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficien
   for (int r = int(threadIdx.x) / 32; r < backward_chunk; r += warps) {
     float kk = 0.0f;
     for (int i = lane; i < K; i += 32) kk += keys[r * ldk + i] * keys[r * ldk + i];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) kk += __shfl_xor_sync(0xffffffffu, kk, o);
+    kk = warp_sum(kk);
     if (lane == 0) {
       cf.sq[r] = kk;
       cf.beta[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, kk) : 0.0f;

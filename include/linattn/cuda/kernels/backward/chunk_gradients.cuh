@@ -106,10 +106,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     }
     if constexpr (delta) {
       block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
-          [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s.u[r][j + e] = x[e];  // U = T X
-          });
+          tile_epilogue(s.u));  // U = T X
       __syncthreads();
     }
     const float* u = delta ? s.u[0] : s.x[0];
@@ -119,10 +116,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, dH, nullptr, &du,
                                                    {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false}, stage);
     }
-    block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.du[r][j + e] += x[e];
-    });
+    block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage,
+        tile_epilogue<tile_update::add>(s.du));
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
     block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
@@ -135,15 +130,10 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     __syncthreads();
     if constexpr (delta) {
       block_gemm<P, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
-          [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s.dy[r][j + e] = x[e];  // dY = M^T dU
-          });
+          tile_epilogue(s.dy));  // dY = M^T dU
       __syncthreads();
-      block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s.da[r][j + e] = j + e < r ? -x[e] : 0.0f;  // dA = -stril(dY U^T)
-      });
+      block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
+          tile_epilogue<tile_update::negated_strictly_lower>(s.da));  // dA = -stril(dY U^T)
       __syncthreads();
       // dbeta_r = dY_r . X_r + sum_i dA_ri G_ri;  Z += dA ⊙ A;  dA becomes dG = diag(beta) dA ⊙ D
       for (int r = warp; r < C; r += int(blockDim.x) / 32) {
@@ -153,8 +143,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         acc += a * g;
         if constexpr (gated) s.z[r][lane] += br * a * g;
         s.da[r][lane] = br * a * (gated && lane < r ? decay_between(cf, r, lane) : 1.0f);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        acc = warp_sum(acc);
         if (lane == 0) s.dbeta[r] = acc;
       }
       __syncthreads();
@@ -173,14 +162,9 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if constexpr (delta) pieces.issue(H0, 0);
     // dQ += dP K, dK += dP^T Q
     block_gemm<P, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
-        [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) s.dq[r][j + e] += x[e];
-        });
-    block_gemm<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.dk[r][j + e] += x[e];
-    });
+        tile_epilogue<tile_update::add>(s.dq));
+    block_gemm<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage,
+        tile_epilogue<tile_update::add>(s.dk));
     __syncthreads();
     if constexpr (delta) {
       // with H0 again: dK -= diag(Gam) dX H0^T (with its dg term); then (dG + dG^T) K and beta's
@@ -188,10 +172,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, nullptr, nullptr,
                                                    {s.dy[0], ldv, s.dk[0], s.k[0], ldk, cf.gam, -1.0f, s.dgv, true}, stage);
       block_gemm<P, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
-          [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s.dk[r][j + e] += x[e];
-          });
+          tile_epilogue<tile_update::add>(s.dk));
       __syncthreads();
       const auto& dbeta_out = args.dbeta;
       for (int r = warp; r < n; r += int(blockDim.x) / 32) {
@@ -218,14 +199,12 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
 #pragma unroll
         for (int i = 0; i < per_thread; ++i) part += x[i].x * y[i].x + x[i].y * y[i].y + x[i].z * y[i].z + x[i].w * y[i].w;
       }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+      part = warp_sum(part);
       if (lane == 0) s.red[warp] = part;
       // w_i += colZ_i - rowZ_i
       for (int i = warp; i < C; i += int(blockDim.x) / 32) {
         float d = (lane > i ? s.z[lane][i] : 0.0f) - (lane < i ? s.z[i][lane] : 0.0f);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        d = warp_sum(d);
         if (lane == 0) s.w[i] += d;
       }
       __syncthreads();

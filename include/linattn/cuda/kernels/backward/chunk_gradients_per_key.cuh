@@ -90,8 +90,7 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   for (int d = warp; d < K; d += S::warps) {
     float acc = 0.0f;
     for (int j = lane; j < V; j += 32) acc += dH[d * V + j] * H0[d * V + j];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    acc = warp_sum(acc);
     if (lane == 0) s.end_dot[d] = acc;
   }
   __syncthreads();
@@ -103,29 +102,18 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
     chunk_corrections& cr = *reinterpret_cast<chunk_corrections*>(s.g[0]);  // g, m, t in that order
     static_assert(sizeof(chunk_corrections) == 3 * sizeof(s.g), "g, m, t laid out as chunk_corrections");
     chunk_solve(s.cf, cr);
-    block_gemm<P, row_major, row_major, C, V, K>(s.dkp[0], ldk, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.x[r][j + e] -= x[e];  // X = V - (K ⊙ Gam) H0
-    });
+    block_gemm<P, row_major, row_major, C, V, K>(s.dkp[0], ldk, H0, V, stage,
+        tile_epilogue<tile_update::subtract>(s.x));  // X = V - (K ⊙ Gam) H0
     __syncthreads();
-    block_gemm<P, row_major, row_major, C, V, C, true>(s.t[0], ldc, s.x[0], ldv, stage,
-        [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) s.u[r][j + e] = x[e];  // U = T X
-        });
+    block_gemm<P, row_major, row_major, C, V, C, true>(s.t[0], ldc, s.x[0], ldv, stage, tile_epilogue(s.u));  // U = T X
     __syncthreads();
   }
   const float(*u)[ldv] = delta ? s.u : s.x;
   // dU = (K ⊙ E) dH + P^T dO
-  block_gemm<P, row_major, row_major, C, V, K>(s.dkm[0], ldk, dH, V, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s.du[r][j + e] = x[e];
-  });
+  block_gemm<P, row_major, row_major, C, V, K>(s.dkm[0], ldk, dH, V, stage, tile_epilogue(s.du));
   __syncthreads();
-  block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s.du[r][j + e] += x[e];
-  });
+  block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage,
+      tile_epilogue<tile_update::add>(s.du));
   // dP = dO U^T, causal
   block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
@@ -133,15 +121,10 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   });
   __syncthreads();
   if constexpr (delta) {
-    block_gemm<P, col_major, row_major, C, V, C>(s.m[0], ldc, s.du[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.dy[r][j + e] = x[e];  // dY = M^T dU
-    });
+    block_gemm<P, col_major, row_major, C, V, C>(s.m[0], ldc, s.du[0], ldv, stage, tile_epilogue(s.dy));  // dY = M^T dU
     __syncthreads();
-    block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) s.t[r][j + e] = j + e < r ? -x[e] : 0.0f;  // dA = -stril(dY U^T) (T is done)
-    });
+    block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
+        tile_epilogue<tile_update::negated_strictly_lower>(s.t));  // dA = -stril(dY U^T) (T is done)
     __syncthreads();
     // dbeta_r = dY_r . X_r + Σ_c dA_rc G_rc;  dA becomes dG = diag(beta) dA
     for (int r = warp; r < C; r += S::warps) {
@@ -149,8 +132,7 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
       for (int i = lane; i < V; i += 32) acc += s.dy[r][i] * s.x[r][i];
       acc += s.t[r][lane] * s.g[r][lane];
       s.t[r][lane] *= s.cf.beta[r];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      acc = warp_sum(acc);
       if (lane == 0) s.dbeta[r] = acc;
     }
     __syncthreads();

@@ -99,13 +99,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
       __syncthreads();
     }
     block_gemm<P, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
-        [&](int i, int j, const float (&x)[8]) {
-          float decay;
-          if constexpr (per_key) decay = s.decay[i];
-          else decay = s.cf.gam[C - 1];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) s.dh[i][j + e] = decay * s.dh[i][j + e] + x[e];
-        });
+        decayed_state_update<per_key>(s.dh, s.decay, s.cf));
     __syncthreads();
   }
   if (args.ds0.data()) store_state_block<K, BV>(args.ds0, s.dh, n_seq, hv, v0);

@@ -87,20 +87,11 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
     __syncthreads();
     if constexpr (delta) {
       block_gemm_split_k<P, row_major, row_major, C, BV, K>(s.w[0], S::ldk, s.h[0], S::ldb, stage,
-          [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) s.u[r][j + e] -= x[e];  // U~ = U - W H
-          });
+          tile_epilogue<tile_update::subtract>(s.u));  // U~ = U - W H
       __syncthreads();
     }
     block_gemm<P, col_major, row_major, K, BV, C>(s.keys_e[0], S::ldk, s.u[0], S::ldb, stage,
-        [&](int i, int j, const float (&x)[8]) {
-          float decay;
-          if constexpr (per_key) decay = s.decay[i];
-          else decay = s.cf.gam[C - 1];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) s.h[i][j + e] = decay * s.h[i][j + e] + x[e];
-        });
+        decayed_state_update<per_key>(s.h, s.decay, s.cf));
     __syncthreads();  // the chunk's tiles and coefficients are free again
   }
 }

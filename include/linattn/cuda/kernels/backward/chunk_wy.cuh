@@ -68,11 +68,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
     t_gam[r * S::ldc + i] = s.cr.t[r][i] * s.cf.gam[i];
     e_t[r * S::ldc + i] = s.cr.t[r][i] * s.cf.e[r];
   }
-  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage,
-      [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s.pt[r][j + e] = x[e];  // P T
-      });
+  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   __syncthreads();
   const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
   block_gemm<P, row_major, row_major, C, K, C, true>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
@@ -107,11 +103,7 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   key_decayed<K>(s.decayed[0], s.keys[0], S::ldk, s.b[0], false);  // K ⊙ Gam
   __syncthreads();
   chunk_solve(s.cf, s.cr);
-  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage,
-      [&](int r, int j, const float (&x)[8]) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s.pt[r][j + e] = x[e];  // P T
-      });
+  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
   block_gemm<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_fwd));
   block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));

@@ -119,18 +119,10 @@ __device__ inline void sum_partials(float (&x)[backward_chunk / 8][4], float4 (*
                                     int warp, int group, int lane) {
   constexpr int CT = backward_chunk / 8;
 #pragma unroll
-  for (int nt = 0; nt < CT; ++nt) partials[warp][nt][lane] = make_float4(x[nt][0], x[nt][1], x[nt][2], x[nt][3]);
+  for (int nt = 0; nt < CT; ++nt) partials[warp][nt][lane] = as_float4(x[nt]);
   __syncthreads();
 #pragma unroll
-  for (int nt = 0; nt < CT; ++nt) {
-    float4 sum = partials[group * Split][nt][lane];
-#pragma unroll
-    for (int w = 1; w < Split; ++w) {
-      const float4 y = partials[group * Split + w][nt][lane];
-      sum.x += y.x, sum.y += y.y, sum.z += y.z, sum.w += y.w;
-    }
-    x[nt][0] = sum.x, x[nt][1] = sum.y, x[nt][2] = sum.z, x[nt][3] = sum.w;
-  }
+  for (int nt = 0; nt < CT; ++nt) sum_partial_tiles<Split>(x[nt], &partials[group * Split][nt][lane], CT * 32);
 }
 
 /// x[r] for the lane's tokens 16 q + 2t, +1, +8, +9 (x[r] held by lane r): the factors of an
@@ -139,19 +131,6 @@ __device__ inline void token_factors(float (&f)[4], float x, int q, int t) {
   const int r = 16 * q + 2 * t;
   f[0] = __shfl_sync(0xffffffffu, x, r), f[1] = __shfl_sync(0xffffffffu, x, r + 1);
   f[2] = __shfl_sync(0xffffffffu, x, r + 8), f[3] = __shfl_sync(0xffffffffu, x, r + 9);
-}
-
-/// Lane r's inclusive cumsum of the chunk's log gates (one token per lane) and its last value.
-__device__ inline float gate_cumsum(float gate, int lane, float& last) {
-  static_assert(backward_chunk == 32, "one token per lane");
-  float run = gate;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const float up = __shfl_up_sync(0xffffffffu, run, o);
-    if (lane >= o) run += up;
-  }
-  last = __shfl_sync(0xffffffffu, run, 31);
-  return run;
 }
 
 /// acc[16, C] (+)= Ht X^T over K keys: A = the registers of Ht [16, K] (rounded to T), B =
@@ -178,23 +157,8 @@ template <class T, int K>
 __device__ inline void add_times_rows(float (&ht)[K / 8][4], const std::uint32_t (&a)[4], const T* rows, int ld, int q,
                                       ldm_lane kl) {
 #pragma unroll
-  for (int p = 0; p < K / 16; ++p) {
-    std::uint32_t y[4];
-    ldmatrix_x4<true>(y, rows + (16 * q + kl.row) * ld + 16 * p + kl.col);
-    mma_16816<T>(ht[2 * p], a, y[0], y[1]);
-    mma_16816<T>(ht[2 * p + 1], a, y[2], y[3]);
-  }
-}
-
-/// The lane's part of a [16, K] register tile to or from a state block (keys from k0, values
-/// from vw): element (key k0 + i, value vw + j), i = 8 nt + 2t + (e & 1), j = g + 8 (e >> 1).
-template <int K, class F>
-__device__ inline void for_state_elements(int lane, F&& f) {
-  const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int nt = 0; nt < K / 8; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) f(nt, e, 8 * nt + 2 * t + (e & 1), g + 8 * (e >> 1));
+  for (int p = 0; p < K / 16; ++p)
+    mma_pair_ldm<T, true>(ht[2 * p], ht[2 * p + 1], a, rows + (16 * q + kl.row) * ld + 16 * p + kl.col);
 }
 
 /// Pass 2 for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * 16 Groups.
@@ -205,13 +169,11 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
   using R = typename S::forward_rows;
   constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
   S& storage = *reinterpret_cast<S*>(smem);
-  const state_pass_place<K, Groups, Split> w(args, n_seq);
-  const span seq = w.seq;
-  const index_t b = w.b, hv = w.hv, h = w.h, v0 = w.v0, vw = w.vw;  // vw: the group's first value column
-  const int lane = w.lane, g = lane / 4, t = lane % 4, j0 = w.j0, k0 = w.k0;
+  const auto [seq, b, hv, h, v0, vw, lane, warp, group, j0, k0] = state_pass_place<K, Groups, Split>(args, n_seq);
+  const int g = lane / 4, t = lane % 4;
 
   float ht[KP / 8][4];  // Ht(j, i) = H(k0 + i, vw + j)
-  for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) {
+  for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) {
     ht[nt][e] = args.s0.data() ? args.s0(n_seq, hv, k0 + i, vw + j) : 0.0f;
   });
   const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
@@ -233,7 +195,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], t0 + C, min(C, end - t0 - C));
     const R& buf = storage.forward[c % 2];
     float* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = ht[nt][e]; });
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = ht[nt][e]; });
     float last;
     const float run = gate_cumsum(gate, lane, last);
     const float to_end = expf(fminf(last - run, 0.0f));  // e of the lane's token
@@ -241,7 +203,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     float x[CT][4] = {};  // U~t [16, C]
     if constexpr (delta) {
       state_times_rows<T, KP>(x, ht, buf.w[0] + k0, R::ldw, lane);
-      if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, w.warp, w.group, lane);
+      if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, warp, group, lane);
     }
 #pragma unroll
     for (int nt = 0; nt < CT; ++nt)
@@ -249,10 +211,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
       for (int e = 0; e < 4; ++e)
         x[nt][e] = to_float(buf.values[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]) - x[nt][e];
     const float decay = expf(last);
-#pragma unroll
-    for (int nt = 0; nt < KP / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) ht[nt][e] *= decay;
+    for_tile_elements<KP>(lane, [&](int nt, int e, int, int) { ht[nt][e] *= decay; });
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
       float f[4];
@@ -273,14 +232,12 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   using R = typename S::reverse_rows;
   constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
   S& storage = *reinterpret_cast<S*>(smem);
-  const state_pass_place<K, Groups, Split> w(args, n_seq);
-  const span seq = w.seq;
-  const index_t b = w.b, hv = w.hv, h = w.h, v0 = w.v0, vw = w.vw;  // vw: the group's first value column
-  const int lane = w.lane, g = lane / 4, t = lane % 4, j0 = w.j0, k0 = w.k0;
+  const auto [seq, b, hv, h, v0, vw, lane, warp, group, j0, k0] = state_pass_place<K, Groups, Split>(args, n_seq);
+  const int g = lane / 4, t = lane % 4;
   const float scale = args.scale;
 
   float dh[KP / 8][4];  // dHt(j, i) = dH(k0 + i, vw + j)
-  for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) {
+  for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) {
     dh[nt][e] = args.ds1.data() ? args.ds1(n_seq, hv, k0 + i, vw + j) : 0.0f;
   });
   const auto issue = [&](R& buf, int c) {
@@ -306,24 +263,21 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
     const R& buf = storage.reverse[step % 2];
     float* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = dh[nt][e]; });
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = dh[nt][e]; });
     float last;
     const float gam = expf(gate_cumsum(gate, lane, last));  // Gam of the lane's token
 
     float x[CT][4] = {};  // dXt [16, C]
     if constexpr (delta) {
       state_times_rows<T, KP>(x, dh, buf.wb[0] + k0, R::ldw, lane);
-      if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, w.warp, w.group, lane);
+      if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, warp, group, lane);
 #pragma unroll
       for (int nt = 0; nt < CT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
     }
     const float decay = expf(last);
-#pragma unroll
-    for (int nt = 0; nt < KP / 8; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dh[nt][e] *= decay;
+    for_tile_elements<KP>(lane, [&](int nt, int e, int, int) { dh[nt][e] *= decay; });
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
       float f[4];
@@ -339,7 +293,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     }
   }
   if (args.ds0.data())
-    for_state_elements<KP>(lane, [&](int nt, int e, int i, int j) { args.ds0(n_seq, hv, k0 + i, vw + j) = dh[nt][e]; });
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { args.ds0(n_seq, hv, k0 + i, vw + j) = dh[nt][e]; });
 }
 
 template <class Rule, class T, int K, int V, int Groups, int Split>

@@ -26,6 +26,7 @@
 
 #include "../../tile/block_gemm.cuh"
 #include "../../tile/mma_sync.cuh"
+#include "../../tile/warp_sums.cuh"
 #include "backward_args.cuh"
 
 namespace linattn::cuda::detail {
@@ -117,8 +118,7 @@ __device__ void row_dots_accumulate(const float* rows, const float* tmp, float* 
       s += rows[r * ld + i] * y;
       acc[r * ld + i] += y;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    s = warp_sum(s);
     if (lane == 0) dots[r] = add_dots ? dots[r] + s : s;
   }
 }

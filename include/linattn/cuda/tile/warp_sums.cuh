@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Sums over the 32 lanes of a warp in fp32 registers (shuffles): the total, in every lane,
+/// and each lane's inclusive prefix sum.
+#pragma once
+
+namespace linattn::cuda::detail {
+
+/// The warp's sum of x over its 32 lanes, in every lane.
+__device__ inline float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+/// x of lanes 0..lane summed, in lane `lane` (a warp scan).
+__device__ inline float warp_prefix_sum(float x, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float up = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += up;
+  }
+  return x;
+}
+
+}  // namespace linattn::cuda::detail
