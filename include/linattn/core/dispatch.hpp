@@ -18,9 +18,6 @@
 
 namespace linattn::detail {
 
-/// Whether f is a forward form (its cells take the forward arguments above).
-constexpr bool forward_form(form f) { return f != form::recurrent_backward && f != form::chunkwise_backward; }
-
 /// A (family, form) cell of the table: the primary template is the cell no backend fills.
 template <class Family, form F>
 struct algorithm {

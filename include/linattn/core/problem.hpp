@@ -14,6 +14,8 @@ namespace linattn::detail {
 
 /// Which driver a call goes to; used for messages and form-specific checks.
 enum class form { recurrent, parallel, chunkwise, decode, recurrent_backward, chunkwise_backward };
+/// Whether f is a forward form (the dispatch table's forward cells take the forward arguments).
+constexpr bool forward_form(form f) { return f != form::recurrent_backward && f != form::chunkwise_backward; }
 
 inline const char* form_name(form f) {
   switch (f) {

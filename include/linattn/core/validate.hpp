@@ -71,20 +71,15 @@ class call_checker {
   /// verify_drafts's record) once the sizes are known, before the overlap checks.
   template <class More>
   problem check(const tensor_view<T, 4>& out, const tensor_view<Real, 4>* state, More&& more) {
-    check_qkv();
-    if constexpr (requires { Rule::check_inputs(in_, *this); }) Rule::check_inputs(in_, *this);
-    expect("out", out, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]");
-    outputs_.push_back(region_of("out", out));
-    check_options();
-    if (state) check_decode_state(*state);
-    else check_states();
-    check_state_indices(state);
-    check_checkpoints();
-    more(*this);
-    if constexpr (requires { Rule::check_call(in_, *this); }) Rule::check_call(in_, *this);
-    check_memory();
-    if (opt_.check_finite) scan_inputs(state);
-    return p_;
+    return checked("out", out, state, [&] {
+      outputs_.push_back(region_of("out", out));
+      check_options();
+      if (state) check_decode_state(*state);
+      else check_states();
+      check_state_indices(state);
+      check_checkpoints();
+      more(*this);
+    });
   }
 
   /// The backward pass (core/validate_backward.hpp): `grad_out` `[B, T, HV, V]` is an input
@@ -94,56 +89,38 @@ class call_checker {
   /// forward state (options::final_state must be unset).
   template <class Outputs>
   problem check_backward(const tensor_view<const T, 4>& grad_out, Outputs&& outputs) {
-    check_qkv();
-    if constexpr (requires { Rule::check_inputs(in_, *this); }) Rule::check_inputs(in_, *this);
-    expect("grad_out", grad_out, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]");
-    extra_input("grad_out", grad_out);
-    if (opt_.chunk_size < 1 || opt_.chunk_size > max_chunk_size)
-      fail("options.chunk_size", "is " + std::to_string(opt_.chunk_size) + ", expected 1.." + std::to_string(max_chunk_size));
-    if (opt_.final_state.given())
-      fail("options.final_state", "is set, expected none: the backward pass writes gradients only (options.grad_initial_state)");
-    if (opt_.state_indices.given())
-      fail("options.state_indices", "is set, expected none: the backward pass reads options.initial_state per sequence");
-    if (opt_.checkpoint_every != 0 || opt_.checkpoints.given())
-      fail("options.checkpoints", "is set, expected none (and checkpoint_every = 0): the backward pass writes gradients only");
-    check_options();
-    check_states();
-    outputs(*this);
-    if constexpr (requires { Rule::check_call(in_, *this); }) Rule::check_call(in_, *this);
-    check_memory();
-    if (opt_.check_finite) scan_inputs(nullptr);
-    return p_;
+    return checked("grad_out", grad_out, nullptr, [&] {
+      extra_input("grad_out", grad_out);
+      if (opt_.final_state.given())
+        fail("options.final_state", "is set, expected none: the backward pass writes gradients only (options.grad_initial_state)");
+      if (opt_.state_indices.given())
+        fail("options.state_indices", "is set, expected none: the backward pass reads options.initial_state per sequence");
+      if (opt_.checkpoint_every != 0 || opt_.checkpoints.given())
+        fail("options.checkpoints", "is set, expected none (and checkpoint_every = 0): the backward pass writes gradients only");
+      check_options();
+      check_states();
+      outputs(*this);
+    });
   }
 
   // ---- hooks for Rule::check_inputs ----------------------------------------------------
 
   /// A per-token scalar input of shape [B, T, HV] (g, beta, delta, eta, ...).
   void per_token(const char* name, const coefficient_view<T, 3>& x, value_range range) {
-    expect(name, x, std::array<index_t, 3>{p_.B, p_.T, p_.HV}, "[B, T, HV]");
-    inputs_.push_back(region_of(name, x));
-    scans_.push_back([this, name, x, range] { scan(name, x, range); });
+    coefficient(name, x, range, std::array<index_t, 3>{p_.B, p_.T, p_.HV}, "[B, T, HV]");
   }
   /// A per-token, per-key input of shape [B, T, HV, K] (vector gates).
   void per_key(const char* name, const coefficient_view<T, 4>& x, value_range range) {
-    expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
-    inputs_.push_back(region_of(name, x));
-    scans_.push_back([this, name, x, range] { scan(name, x, range); });
+    coefficient(name, x, range, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.K}, "[B, T, HV, K]");
   }
-
   /// A per-token, per-channel input of shape [B, T, HV, V] (a selective scan's Delta, z);
   /// `required` false: a missing view passes.
   void per_channel(const char* name, const coefficient_view<T, 4>& x, value_range range, bool required = true) {
-    expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]", required);
-    if (!x.given()) return;
-    inputs_.push_back(region_of(name, x));
-    scans_.push_back([this, name, x, range] { scan(name, x, range); });
+    coefficient(name, x, range, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]", required);
   }
-
   /// A per-sub-step scalar input of shape [B, T, n_h, HV] (a Householder product's beta).
   void per_step(const char* name, const coefficient_view<T, 4>& x, value_range range) {
-    expect(name, x, std::array<index_t, 4>{p_.B, p_.T, p_.steps, p_.HV}, "[B, T, n_h, HV]");
-    inputs_.push_back(region_of(name, x));
-    scans_.push_back([this, name, x, range] { scan(name, x, range); });
+    coefficient(name, x, range, std::array<index_t, 4>{p_.B, p_.T, p_.steps, p_.HV}, "[B, T, n_h, HV]");
   }
 
   // ---- hooks for Rule::check_call --------------------------------------------------------
@@ -212,6 +189,29 @@ class call_checker {
   }
 
  private:
+  /// Every call's checks around the form's own (`middle`).
+  template <class Middle>
+  problem checked(const char* first, const tensor_view<const T, 4>& out, const tensor_view<Real, 4>* state,
+                  Middle&& middle) {
+    check_qkv();
+    if constexpr (requires { Rule::check_inputs(in_, *this); }) Rule::check_inputs(in_, *this);
+    expect(first, out, std::array<index_t, 4>{p_.B, p_.T, p_.HV, p_.V}, "[B, T, HV, V]");
+    middle();
+    if constexpr (requires { Rule::check_call(in_, *this); }) Rule::check_call(in_, *this);
+    check_memory();
+    if (opt_.check_finite) scan_inputs(state);
+    return p_;
+  }
+
+  template <class V, std::size_t R>
+  void coefficient(const char* name, const V& x, value_range range, const std::array<index_t, R>& want,
+                   const char* symbolic, bool required = true) {
+    expect(name, x, want, symbolic, required);
+    if (!x.given()) return;
+    inputs_.push_back(region_of(name, x));
+    scans_.push_back([this, name, x, range] { scan(name, x, range); });
+  }
+
   void check_qkv() {
     const auto& q = in_.q;
     if (!q.given()) fail("q", "is missing; expected a view of shape [B, T, H, K]");
@@ -269,7 +269,7 @@ class call_checker {
       p_.scale = opt_.scale ? *opt_.scale : Rule::default_scale(p_.K);
     else
       p_.scale = opt_.scale ? *opt_.scale : 1.0 / std::sqrt(static_cast<double>(p_.K));
-    if (form_ == form::chunkwise && (opt_.chunk_size < 1 || opt_.chunk_size > max_chunk_size))
+    if ((form_ == form::chunkwise || !forward_form(form_)) && (opt_.chunk_size < 1 || opt_.chunk_size > max_chunk_size))
       fail("options.chunk_size", "is " + std::to_string(opt_.chunk_size) + ", expected 1.." + std::to_string(max_chunk_size));
     p_.chunk = opt_.chunk_size;
     if (opt_.threads < 0) fail("options.threads", "is " + std::to_string(opt_.threads) + ", expected >= 0 (0 = all cores)");

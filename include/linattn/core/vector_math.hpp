@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace linattn {
 
@@ -33,17 +34,8 @@ inline double log1p_nonpositive(double x) {
   const double m = detail::select_bits(above, 0.5 * m1, m1);
   const double e = double(std::int64_t(bits >> 52) - 1023 + std::int64_t(above));
   const double s = (m - 1.0) / (m + 1.0), z = s * s;
-  double p = 1.0 / 23;
-  p = p * z + 1.0 / 21;
-  p = p * z + 1.0 / 19;
-  p = p * z + 1.0 / 17;
-  p = p * z + 1.0 / 15;
-  p = p * z + 1.0 / 13;
-  p = p * z + 1.0 / 11;
-  p = p * z + 1.0 / 9;
-  p = p * z + 1.0 / 7;
-  p = p * z + 1.0 / 5;
-  p = p * z + 1.0 / 3;
+  double p = 1.0 / 23;  // Horner over the odd reciprocals 1/21 .. 1/3, unrolled at compile time
+  [&]<int... j>(std::integer_sequence<int, j...>) { ((p = p * z + 1.0 / (21 - 2 * j)), ...); }(std::make_integer_sequence<int, 10>{});
   const double log_m = 2.0 * s + 2.0 * s * z * p;
   // log 2 in two parts: the first has 32 significant bits, so e times it is exact
   const double log_u = e * 6.93147180369123816490e-01 + (e * 1.90821492927058770002e-10 + log_m);

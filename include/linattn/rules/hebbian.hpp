@@ -22,9 +22,6 @@ struct Hebbian {
     tensor_view<const T, 4> v;  // [B, T, HV, V]
   };
 
-  /// Rule-specific inputs beyond q, k, v: none.
-  template <class T, class Check>
-  static void check_inputs(const inputs<T>&, Check&) {}
   /// Gradients (backward forms): outputs of the shapes of q, k, v.
   template <class T>
   struct gradients {

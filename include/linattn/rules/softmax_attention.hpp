@@ -25,9 +25,6 @@ struct SoftmaxAttention {
     tensor_view<const T, 4> k;  // [B, T, H, K]
     tensor_view<const T, 4> v;  // [B, T, HV, V]
   };
-
-  template <class T, class Check>
-  static void check_inputs(const inputs<T>&, Check&) {}
 };
 
 }  // namespace linattn

@@ -74,6 +74,10 @@ class mlstm_worker {
     }
   }
 
+  /// The parallel form: the whole sequence as one span.
+  static index_t whole_capacity(index_t longest) { return std::max<index_t>(1, longest); }
+  void whole(const inputs_t& in, const tensor_view<T, 4>& out, auto... a) { span(in, out, a...); }
+
   /// n tokens from t0 as one span (a chunk of the chunkwise form, or the whole sequence in the
   /// parallel form).
   void span(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,

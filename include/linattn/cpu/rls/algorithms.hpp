@@ -15,17 +15,7 @@
 namespace linattn::detail {
 
 template <form F>
-  requires(F == form::recurrent || F == form::decode || F == form::chunkwise)
+  requires(forward_form(F))
 struct algorithm<rls_family, F> : cpu::worker_forms<F, cpu::rls_worker> {};
-
-template <>
-struct algorithm<rls_family, form::parallel> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_head_states<cpu::rls_worker<Rule, T, state_t<T>>>(in, opt.initial_state, opt.final_state, p, 1,
-                                                               [&](auto& w, auto... a) { w.normal(in, out, a...); });
-  }
-};
 
 }  // namespace linattn::detail

@@ -10,7 +10,7 @@
 ///              O  = Q H + tril((X Q^T)^T) Z              leading blocks of L factor leading blocks of Mm
 ///              H += X^T Z;   P <- (P - X^T X) / exp(b_n)
 ///            (a chunk whose Mm is not numerically SPD falls back to the token recurrence);
-///   normal:  the parallel form, from the normal equations in information form,
+///   whole:   the parallel form, from the normal equations in information form,
 ///              G_t = gamma_t G_{t-1} + k_t k_t^T,  C_t = gamma_t C_{t-1} + k_t v_t^T   (G_0 = P_0^{-1}, C_0 = G_0 H_0)
 ///              o_t = (G_t^{-1} q_t)^T C_t                 one K x K Cholesky per token
 ///            and H = G^{-1} C, P = G^{-1} at the end.
@@ -106,8 +106,9 @@ class rls_worker {
     symmetrise();
   }
 
-  /// The parallel form: every output from the normal equations of its prefix.
-  void normal(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
+  /// The parallel form: every output from the normal equations of its prefix, one token at a time.
+  static index_t whole_capacity(index_t) { return 1; }
+  void whole(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
               index_t hv, A scale) {
     if (n == 0) return;
     llt_.compute(P_);  // G_0 = P_0^{-1}, C_0 = G_0 H_0

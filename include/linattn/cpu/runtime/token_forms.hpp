@@ -36,12 +36,24 @@ struct worker_tokens {
   }
 };
 
-/// The recurrent, decode and chunkwise cells of a family whose per-head worker carries the
-/// task's state: recurrent and decode run its tokens (worker_tokens); chunkwise runs
+/// The four forward cells of a family whose per-head worker carries the task's state:
+/// recurrent and decode run its tokens (worker_tokens); chunkwise runs
 /// Worker<Rule, T, A>::span(in, out, b, t0, n, hq, hv, scale) chunk by chunk (capacity:
-/// options::chunk_size), the state carried from one chunk to the next.
+/// options::chunk_size), the state carried from one chunk to the next; parallel runs
+/// Worker::whole over each whole sequence (capacity: Worker::whole_capacity(longest sequence)).
 template <detail::form F, template <class, class, class> class Worker>
 struct worker_forms : token_forms<F, worker_tokens<Worker>> {};
+
+template <template <class, class, class> class Worker>
+struct worker_forms<detail::form::parallel, Worker> {
+  template <class Rule, class T>
+  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
+                  const options<state_t<T>>& opt, const detail::problem& p) {
+    using W = Worker<Rule, T, state_t<T>>;
+    run_head_states<W>(in, opt.initial_state, opt.final_state, p, W::whole_capacity(p.max_length()),
+                       [&](auto& w, auto... a) { w.whole(in, out, a...); });
+  }
+};
 
 template <template <class, class, class> class Worker>
 struct worker_forms<detail::form::chunkwise, Worker> {

@@ -7,8 +7,6 @@
 /// count.
 #pragma once
 
-#include <algorithm>
-
 #include "../../core/dispatch.hpp"
 #include "../../core/family.hpp"
 #include "../../core/options.hpp"
@@ -19,19 +17,7 @@
 namespace linattn::detail {
 
 template <form F>
-  requires(F == form::recurrent || F == form::decode || F == form::chunkwise)
+  requires(forward_form(F))
 struct algorithm<selective_scan_family, F> : cpu::worker_forms<F, cpu::selective_scan_worker> {};
-
-/// The whole sequence as one T x T block (capacity: the longest sequence of the call).
-template <>
-struct algorithm<selective_scan_family, form::parallel> {
-  template <class Rule, class T>
-  static void run(const typename Rule::template inputs<T>& in, const tensor_view<T, 4>& out,
-                  const options<state_t<T>>& opt, const problem& p) {
-    cpu::run_head_states<cpu::selective_scan_worker<Rule, T, state_t<T>>>(
-        in, opt.initial_state, opt.final_state, p, std::max<index_t>(1, p.max_length()),
-        [&](auto& w, auto... a) { w.pairs(in, out, a...); });
-  }
-};
 
 }  // namespace linattn::detail

@@ -91,7 +91,8 @@ class selective_scan_worker : public selective_scan_tokens<Rule, T, A> {
   }
 
   /// n tokens from t0 by the T x T form (the whole sequence: parallel_forward).
-  void pairs(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
+  static index_t whole_capacity(index_t longest) { return std::max<index_t>(1, longest); }
+  void whole(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
              index_t hv, A scale) {
     if (n == 0) return;
     this->read(in, b, t0, n, hq, hv, scale);
