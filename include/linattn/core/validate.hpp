@@ -265,10 +265,8 @@ class call_checker {
     if (opt_.scale && !(std::isfinite(*opt_.scale) && std::isfinite(static_cast<Real>(*opt_.scale))))
       fail("options.scale", "is " + std::to_string(*opt_.scale) + ", expected a finite number (in the state type, " +
                                 (sizeof(Real) == 4 ? "float" : "double") + ")");
-    if constexpr (requires { Rule::default_scale(p_.K); })
-      p_.scale = opt_.scale ? *opt_.scale : Rule::default_scale(p_.K);
-    else
-      p_.scale = opt_.scale ? *opt_.scale : 1.0 / std::sqrt(static_cast<double>(p_.K));
+    if constexpr (requires { Rule::default_scale(p_.K); }) p_.scale = opt_.scale ? *opt_.scale : Rule::default_scale(p_.K);
+    else p_.scale = opt_.scale ? *opt_.scale : 1.0 / std::sqrt(static_cast<double>(p_.K));
     if ((form_ == form::chunkwise || !forward_form(form_)) && (opt_.chunk_size < 1 || opt_.chunk_size > max_chunk_size))
       fail("options.chunk_size", "is " + std::to_string(opt_.chunk_size) + ", expected 1.." + std::to_string(max_chunk_size));
     p_.chunk = opt_.chunk_size;

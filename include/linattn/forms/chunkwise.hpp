@@ -8,9 +8,7 @@
 
 namespace linattn {
 
-/// Computes out `[B, T, HV, V]` for the rule's inputs (q, k `[B, T, H, K]`, v `[B, T, HV, V]`, ...).
-/// Reads options::initial_state and writes options::final_state (`[N, HV, K, V]`) when given.
-/// Throws linattn::error, before writing anything, when an argument is invalid.
+/// (Its contract: forms/declarations.hpp.)
 template <rule Rule, class T>
 void chunkwise_forward(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, const options<state_t<T>>& opt) {
   detail::run_forward<detail::form::chunkwise, Rule, T>(in, out, opt);

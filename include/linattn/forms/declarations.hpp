@@ -19,6 +19,11 @@ namespace linattn {
 template <class Rule, class T>
 using inputs_t = std::type_identity_t<typename Rule::template inputs<std::remove_const_t<T>>>;
 
+// The forward forms compute out `[B, T, HV, V]` for the rule's inputs (q, k `[B, T, H, K]`,
+// v `[B, T, HV, V]`, ...), reading options::initial_state and writing options::final_state
+// (`[N, HV, K, V]`) when given. Every entry point throws linattn::error, before writing
+// anything, when an argument is invalid.
+
 /// Chunkwise form (forms/chunkwise.hpp): out `[B, T, HV, V]` from the rule's inputs.
 template <rule Rule, class T>
 void chunkwise_forward(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, const options<state_t<T>>& opt = {});
@@ -35,6 +40,13 @@ void parallel_forward(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, const 
 template <rule Rule, class T>
 void decode_step(const inputs_t<Rule, T>& in, tensor_view<T, 4> out, tensor_view<state_t<T>, 4> state,
                  const options<state_t<T>>& opt = {});
+
+// The backward forms write the gradients of L = <grad_out, out> + <grad_final_state, final
+// state> with respect to every input of the rule (grads: dq, dk `[B, T, H, K]`, dv
+// `[B, T, HV, V]`, and dg, dbeta or ddelta as the rule has them; all required) and, when
+// options::grad_initial_state is given, to the initial state. `grad_out` is `[B, T, HV, V]`;
+// the inputs and options are those of the forward call (options::final_state unset). With
+// grouped value heads, dq and dk of a q/k head are summed over its value heads.
 
 /// Gradients by the chunkwise algorithm (forms/chunkwise_backward.hpp).
 template <rule Rule, class G>

@@ -9,13 +9,7 @@
 
 namespace linattn {
 
-/// Writes the gradients of L = <grad_out, out> + <grad_final_state, final state> with respect
-/// to every input of the rule (grads: dq, dk `[B, T, H, K]`, dv `[B, T, HV, V]`, and dg,
-/// dbeta or ddelta as the rule has them; all required) and, when
-/// options::grad_initial_state is given, to the initial state. `grad_out` is `[B, T, HV, V]`;
-/// the inputs and options are those of the forward call (options::final_state unset). With
-/// grouped value heads, dq and dk of a q/k head are summed over its value heads.
-/// Throws linattn::error, before writing anything, when an argument is invalid.
+/// (Its contract: forms/declarations.hpp.)
 template <rule Rule, class G>
 void recurrent_backward(const inputs_t<Rule, G>& in, tensor_view<G, 4> grad_out,
                         const std::type_identity_t<gradients_t<Rule, std::remove_const_t<G>>>& grads,
