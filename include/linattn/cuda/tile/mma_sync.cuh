@@ -93,6 +93,35 @@ __device__ inline void fp32_b_fragment(std::uint32_t& b0, std::uint32_t& b1, con
   b0 = pack2<T>(x0.x, x0.y), b1 = pack2<T>(x1.x, x1.y);
 }
 
+/// Elements (r, c) and (r + 1, c) of a row-major fp32 tile, rounded to T, as one register: the
+/// pair a fragment holds of an operand that is stored transposed.
+template <class T>
+__device__ inline std::uint32_t fp32_column_pair(const float* tile, int ld, int r, int c) {
+  return pack2<T>(tile[r * ld + c], tile[(r + 1) * ld + c]);
+}
+
+/// The A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of the transpose of an fp32 tile
+/// stored [k, r] (row stride ld: A(r, k) = tile[k][r]), rounded to T; eight 4-byte loads per
+/// lane, conflict-free when ld is 4 modulo 32.
+template <class T>
+__device__ inline void fp32_at_fragment(std::uint32_t (&a)[4], const float* tile, int ld, int r0, int k0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  a[0] = fp32_column_pair<T>(tile, ld, k0 + 2 * t, r0 + g);
+  a[1] = fp32_column_pair<T>(tile, ld, k0 + 2 * t, r0 + g + 8);
+  a[2] = fp32_column_pair<T>(tile, ld, k0 + 2 * t + 8, r0 + g);
+  a[3] = fp32_column_pair<T>(tile, ld, k0 + 2 * t + 8, r0 + g + 8);
+}
+
+/// The B fragment (b0, b1) of n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of an fp32 tile stored
+/// [k, n] (row-major, row stride ld), rounded to T; four 4-byte loads per lane.
+template <class T>
+__device__ inline void fp32_kn_fragment(std::uint32_t& b0, std::uint32_t& b1, const float* tile, int ld, int n0, int k0,
+                                        int lane) {
+  const int g = lane / 4, t = lane % 4;
+  b0 = fp32_column_pair<T>(tile, ld, k0 + 2 * t, n0 + g);
+  b1 = fp32_column_pair<T>(tile, ld, k0 + 2 * t + 8, n0 + g);
+}
+
 /// Each element of an A fragment times the factor of its column (f as in pack_a).
 template <class T>
 __device__ inline void scale_a(std::uint32_t (&a)[4], const float (&f)[4]) {
