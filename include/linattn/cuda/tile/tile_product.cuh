@@ -2,8 +2,7 @@
 /// \file
 /// A block-wide product of fp32 tiles in shared memory taken the way its precision policy `Op`
 /// says: `float` or `single_tf32` as WMMA products through a per-warp stage (block_gemm.cuh),
-/// `mma_16bit<T>` as register mma.sync products with the operands rounded to the 16-bit type T
-/// (warp_gemm.cuh). The epilogue takes any width, `epilogue(row, col, const float (&v)[W])`
+/// `mma_16bit<T, Terms>` as register mma.sync products of the 16-bit type T (warp_gemm.cuh). The epilogue takes any width, `epilogue(row, col, const float (&v)[W])`
 /// for columns col .. col + W - 1: W = 8 from block_gemm, 2 from warp_gemm. Kernels written
 /// against these two calls keep one body for every input type.
 #pragma once
@@ -15,17 +14,19 @@
 
 namespace linattn::cuda::detail {
 
-/// Precision policy: fp32 tiles whose operands are rounded to the 16-bit type T as each warp
-/// reads its fragments (for 16-bit inputs, whose own rounding is as coarse).
-template <class T>
+/// Precision policy: fp32 tiles whose operands become 16-bit fragments of T as each warp reads
+/// them, rounded once (Terms = 1) or split into hi + lo terms with three products per step
+/// (Terms = 3: about 16-bit operands for bf16, finer than one TF32 product).
+template <class T, int Terms>
 struct mma_16bit {
   using type = T;
+  static constexpr int terms = Terms;
 };
 
 template <class Op>
 inline constexpr bool is_mma_16bit = false;
-template <class T>
-inline constexpr bool is_mma_16bit<mma_16bit<T>> = true;
+template <class T, int Terms>
+inline constexpr bool is_mma_16bit<mma_16bit<T, Terms>> = true;
 
 /// The warps of per-warp stage a policy's products need (block_gemm's stage_floats each); one
 /// unused row for mma_16bit, so that storage keeps its shape.
@@ -37,7 +38,7 @@ template <class Op, class LA, class LB, int M, int N, int Kd, bool lower_a = fal
 __device__ void tile_product(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
                              Epilogue&& epilogue) {
   if constexpr (is_mma_16bit<Op>)
-    warp_gemm<typename Op::type, LA, LB, M, N, Kd, lower_a>(A, int(lda), B, int(ldb), epilogue);
+    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd, lower_a>(A, int(lda), B, int(ldb), epilogue);
   else block_gemm<Op, LA, LB, M, N, Kd, lower_a>(A, lda, B, ldb, stage, epilogue);
 }
 
@@ -48,7 +49,7 @@ template <class Op, class LA, class LB, int M, int N, int Kd, class Epilogue>
 __device__ void tile_product_split_k(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
                                      Epilogue&& epilogue) {
   if constexpr (is_mma_16bit<Op>)
-    warp_gemm<typename Op::type, LA, LB, M, N, Kd>(A, int(lda), B, int(ldb), epilogue);
+    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd>(A, int(lda), B, int(ldb), epilogue);
   else block_gemm_split_k<Op, LA, LB, M, N, Kd>(A, lda, B, ldb, stage, epilogue);
 }
 
