@@ -30,7 +30,7 @@ namespace linattn::cuda::detail {
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
-  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (about 220 KiB) per multiprocessor
+  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (220 KiB; bf16 201 KiB) per multiprocessor
   static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4;
   static constexpr int ldc = chunk_corrections::ld;
   float q[C][ldk];     // [C, K]  scale q
