@@ -62,19 +62,77 @@ __device__ inline void pack_a(std::uint32_t (&a)[4], const float (&left)[4], con
   pack_a<T>(a, left, right, {1.0f, 1.0f, 1.0f, 1.0f});
 }
 
+/// The float pairs of fragments read from fp32 tiles in shared memory, in register order
+/// (a0..a3 of an A fragment, b0, b1 of a B fragment; lane = 4 g + t):
+///  - `fp32_a_pairs`: A = rows [r0, r0 + 16), columns [k0, k0 + 16) of a row-major tile
+///    (four 8-byte loads);
+///  - `fp32_at_pairs`: A = the same block of the transpose of a tile stored [k, r]
+///    (A(r, k) = tile[k][r]; eight 4-byte loads, conflict-free when ld is 4 modulo 32);
+///  - `fp32_b_pairs`: B = n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of a tile stored [n, k]
+///    (two 8-byte loads);
+///  - `fp32_kn_pairs`: the same B of a tile stored [k, n] (four 4-byte loads).
+__device__ inline void fp32_a_pairs(float2 (&x)[4], const float* tile, int ld, int r0, int k0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  x[0] = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t);
+  x[1] = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t);
+  x[2] = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t + 8);
+  x[3] = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t + 8);
+}
+
+/// Elements (r, c) and (r + 1, c) of a row-major fp32 tile: a pair along its columns.
+__device__ inline float2 fp32_column_pair(const float* tile, int ld, int r, int c) {
+  return make_float2(tile[r * ld + c], tile[(r + 1) * ld + c]);
+}
+
+__device__ inline void fp32_at_pairs(float2 (&x)[4], const float* tile, int ld, int r0, int k0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  x[0] = fp32_column_pair(tile, ld, k0 + 2 * t, r0 + g);
+  x[1] = fp32_column_pair(tile, ld, k0 + 2 * t, r0 + g + 8);
+  x[2] = fp32_column_pair(tile, ld, k0 + 2 * t + 8, r0 + g);
+  x[3] = fp32_column_pair(tile, ld, k0 + 2 * t + 8, r0 + g + 8);
+}
+
+__device__ inline void fp32_b_pairs(float2 (&x)[2], const float* tile, int ld, int n0, int k0, int lane) {
+  const float* row = tile + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
+  x[0] = *reinterpret_cast<const float2*>(row);
+  x[1] = *reinterpret_cast<const float2*>(row + 8);
+}
+
+__device__ inline void fp32_kn_pairs(float2 (&x)[2], const float* tile, int ld, int n0, int k0, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  x[0] = fp32_column_pair(tile, ld, k0 + 2 * t, n0 + g);
+  x[1] = fp32_column_pair(tile, ld, k0 + 2 * t + 8, n0 + g);
+}
+
+/// Fragment registers from float pairs, each rounded to T.
+template <class T, int N>
+__device__ inline void round_pairs(std::uint32_t (&r)[N], const float2 (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) r[i] = pack2<T>(x[i].x, x[i].y);
+}
+
+/// Fragment registers from float pairs as two 16-bit terms: hi = x rounded to T, lo = the
+/// rounding of x - hi (x = hi + lo to about twice T's precision: 16 bits for bf16).
+template <class T, int N>
+__device__ inline void split_pairs(std::uint32_t (&hi)[N], std::uint32_t (&lo)[N], const float2 (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    hi[i] = pack2<T>(x[i].x, x[i].y);
+    const float2 h = unpack2<T>(hi[i]);
+    lo[i] = pack2<T>(x[i].x - h.x, x[i].y - h.y);
+  }
+}
+
 /// The A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of a row-major fp32 tile in
 /// shared memory, rounded to T, each element times the factor of its column (f as in pack_a:
 /// columns k0 + 2t, +1, then k0 + 2t + 8, +9).
 template <class T>
 __device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile, int ld, int r0, int k0, int lane,
                                        const float (&f)[4]) {
-  const int g = lane / 4, t = lane % 4;
-  const float2 x0 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t);
-  const float2 x1 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t);
-  const float2 x2 = *reinterpret_cast<const float2*>(tile + (r0 + g) * ld + k0 + 2 * t + 8);
-  const float2 x3 = *reinterpret_cast<const float2*>(tile + (r0 + g + 8) * ld + k0 + 2 * t + 8);
-  a[0] = pack2<T>(x0.x * f[0], x0.y * f[1]), a[1] = pack2<T>(x1.x * f[0], x1.y * f[1]);
-  a[2] = pack2<T>(x2.x * f[2], x2.y * f[3]), a[3] = pack2<T>(x3.x * f[2], x3.y * f[3]);
+  float2 x[4];
+  fp32_a_pairs(x, tile, ld, r0, k0, lane);
+  a[0] = pack2<T>(x[0].x * f[0], x[0].y * f[1]), a[1] = pack2<T>(x[1].x * f[0], x[1].y * f[1]);
+  a[2] = pack2<T>(x[2].x * f[2], x[2].y * f[3]), a[3] = pack2<T>(x[3].x * f[2], x[3].y * f[3]);
 }
 
 template <class T>
@@ -87,10 +145,9 @@ __device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile,
 template <class T>
 __device__ inline void fp32_b_fragment(std::uint32_t& b0, std::uint32_t& b1, const float* tile, int ld, int n0, int k0,
                                        int lane) {
-  const float* row = tile + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
-  const float2 x0 = *reinterpret_cast<const float2*>(row);
-  const float2 x1 = *reinterpret_cast<const float2*>(row + 8);
-  b0 = pack2<T>(x0.x, x0.y), b1 = pack2<T>(x1.x, x1.y);
+  float2 x[2];
+  fp32_b_pairs(x, tile, ld, n0, k0, lane);
+  b0 = pack2<T>(x[0].x, x[0].y), b1 = pack2<T>(x[1].x, x[1].y);
 }
 
 /// Each element of an A fragment times the factor of its column (f as in pack_a).

@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "../../tile/block_gemm.cuh"
+#include "../../tile/tile_product.cuh"
 #include "../../tile/scalar.cuh"
 #include "../../tile/warp_sums.cuh"
 #include "../rule_coefficients.cuh"
@@ -27,6 +28,15 @@ namespace linattn::cuda::detail {
 /// (fp32 accuracy) for float inputs; one for 16-bit inputs, whose own rounding is coarser.
 template <class T>
 using backward_products = std::conditional_t<std::is_same_v<T, float>, float, single_tf32>;
+
+/// The precision of pass 4's products of fp32 tiles (tile_product.cuh): for bf16 inputs,
+/// mma.sync with each operand split into two bf16 terms, three products per step (operands
+/// rounded once to bf16 measured the largest bf16 error at 1.25e-2 against 6.5e-3 with one
+/// TF32 product: Longhorn's dbeta, whose sums cancel); fp16 inputs keep one TF32 product
+/// (fp16 terms of gradient tiles could leave its range), fp32 three.
+template <class T>
+using gradient_products =
+    std::conditional_t<std::is_same_v<T, __nv_bfloat16>, mma_16bit<__nv_bfloat16, 3>, backward_products<T>>;
 
 /// The per-token coefficients of a chunk.
 struct chunk_coefficients {
@@ -137,18 +147,26 @@ inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, ind
 /// How an epilogue into a tile (`tile_epilogue`) combines the product with the tile.
 enum class tile_update { assign, add, subtract, negated_strictly_lower };
 
-/// An epilogue for block_gemm into the rows of an fp32 tile in shared memory (ld floats per
-/// row): tile[r][j] = the result, += it or -= it; or (negated_strictly_lower, a [C, C] tile)
-/// minus the result below the diagonal (j < r) and 0 on and above it.
+/// An epilogue for block_gemm or tile_product (any width W) into the rows of an fp32 tile in
+/// shared memory (ld floats per row): tile[r][j] = the result, += it or -= it; or
+/// (negated_strictly_lower, a [C, C] tile) minus the result below the diagonal (j < r) and 0 on
+/// and above it.
 template <tile_update U = tile_update::assign, int ld>
 __device__ auto tile_epilogue(float (*tile)[ld]) {
-  return [tile](int r, int j, const float (&x)[8]) {
+  return [tile]<int W>(int r, int j, const float (&x)[W]) {
+    if constexpr (W == 2 && U != tile_update::negated_strictly_lower) {  // one 8-byte access (j and ld even)
+      float2& o = *reinterpret_cast<float2*>(&tile[r][j]);
+      if constexpr (U == tile_update::assign) o = make_float2(x[0], x[1]);
+      else if constexpr (U == tile_update::add) o = make_float2(o.x + x[0], o.y + x[1]);
+      else o = make_float2(o.x - x[0], o.y - x[1]);
+    } else {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      if constexpr (U == tile_update::assign) tile[r][j + e] = x[e];
-      else if constexpr (U == tile_update::add) tile[r][j + e] += x[e];
-      else if constexpr (U == tile_update::subtract) tile[r][j + e] -= x[e];
-      else tile[r][j + e] = j + e < r ? -x[e] : 0.0f;
+      for (int e = 0; e < W; ++e) {
+        if constexpr (U == tile_update::assign) tile[r][j + e] = x[e];
+        else if constexpr (U == tile_update::add) tile[r][j + e] += x[e];
+        else if constexpr (U == tile_update::subtract) tile[r][j + e] -= x[e];
+        else tile[r][j + e] = j + e < r ? -x[e] : 0.0f;
+      }
     }
   };
 }
@@ -234,9 +252,9 @@ template <class P, int K>
 __device__ void chunk_scores(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf, float* p,
                              float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  block_gemm_split_k<P, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+  tile_product_split_k<P, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+    for (int e = 0; e < W; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });
 }
 
@@ -270,9 +288,9 @@ template <class P, int K>
 __device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
   float* g = cr.g[0];
-  block_gemm_split_k<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&](int r, int j, const float (&x)[8]) {
+  tile_product_split_k<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+    for (int e = 0; e < W; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });
   __syncthreads();
   chunk_solve(cf, cr);

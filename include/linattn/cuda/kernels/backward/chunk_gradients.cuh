@@ -14,13 +14,14 @@
 ///          + Gam_{n-1} <dH, H0>,      Z = dP ⊙ P + dA ⊙ A (strictly lower)
 ///
 /// dq and dk of a q/k head sum over its value heads in a fixed order, so the result is the
-/// same on every run. The products are tensor-core products of fp32 tiles (backward_products:
-/// three TF32 products per step for fp32 inputs, one for 16-bit inputs), except the five with
-/// H0 or dH, which state_products.cuh takes in three phases (bf16 inputs: mma.sync from the
+/// same on every run. The products are tensor-core products of fp32 tiles (gradient_products,
+/// tile_product.cuh: for bf16 inputs register mma.sync products with the operands rounded to
+/// bf16; for fp16 inputs WMMA with one TF32 product per step, for fp32 three), except the five
+/// with H0 or dH, which state_products.cuh takes in three phases (bf16 inputs: mma.sync from the
 /// state staged in shared memory as bf16).
 #pragma once
 
-#include "../../tile/block_gemm.cuh"
+#include "../../tile/tile_product.cuh"
 #include "chunk_factors.cuh"
 #include "state_products.cuh"
 
@@ -29,7 +30,7 @@ namespace linattn::cuda::detail {
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
-  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (about 220 KiB) per multiprocessor
+  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (220 KiB; bf16 201 KiB) per multiprocessor
   static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4;
   static constexpr int ldc = chunk_corrections::ld;
   float q[C][ldk];     // [C, K]  scale q
@@ -49,7 +50,7 @@ struct chunk_gradients_storage {
   chunk_corrections cr;  // G, M (then dG + dG^T), T
   chunk_coefficients cf;
   float dgv[C], w[C], dbeta[C], red[warps];
-  float stage[warps][stage_floats];
+  float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
 };
 
 /// Writes rows r < n of a [C, D] fp32 tile, times `scale`, to x(b, t0 + r, h, 0..D).
@@ -65,7 +66,7 @@ __device__ void store_tile(const tensor_view<T, 4>& x, const float* tile, int ld
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chunk_gradients_kernel(backward_args<Rule, T> args) {
   using S = chunk_gradients_storage<T, K, V>;
-  using P = backward_products<T>;
+  using P = gradient_products<T>;
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
                                                    {s.dout[0], ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false}, stage);
     }
     if constexpr (delta) {
-      block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
+      tile_product<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
           tile_epilogue(s.u));  // U = T X
       __syncthreads();
     }
@@ -116,12 +117,12 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, dH, nullptr, &du,
                                                    {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false}, stage);
     }
-    block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage,
+    tile_product<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage,
         tile_epilogue<tile_update::add>(s.du));
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
-    block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&](int r, int j, const float (&x)[8]) {
+    tile_product_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
+      for (int e = 0; e < W; ++e) {
         const int i = j + e;
         s.z[r][i] = i < r ? x[e] * s.p[r][i] : 0.0f;
         s.dp[r][i] = i < r ? x[e] * decay_between(cf, r, i) : i == r ? x[e] : 0.0f;
@@ -129,10 +130,10 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     });
     __syncthreads();
     if constexpr (delta) {
-      block_gemm<P, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
+      tile_product<P, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
           tile_epilogue(s.dy));  // dY = M^T dU
       __syncthreads();
-      block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
+      tile_product_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
           tile_epilogue<tile_update::negated_strictly_lower>(s.da));  // dA = -stril(dY U^T)
       __syncthreads();
       // dbeta_r = dY_r . X_r + sum_i dA_ri G_ri;  Z += dA ⊙ A;  dA becomes dG = diag(beta) dA ⊙ D
@@ -161,9 +162,9 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
     if constexpr (delta) pieces.issue(H0, 0);
     // dQ += dP K, dK += dP^T Q
-    block_gemm<P, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
+    tile_product<P, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
         tile_epilogue<tile_update::add>(s.dq));
-    block_gemm<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage,
+    tile_product<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage,
         tile_epilogue<tile_update::add>(s.dk));
     __syncthreads();
     if constexpr (delta) {
@@ -171,7 +172,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       // dependence on ||k||^2
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, nullptr, nullptr,
                                                    {s.dy[0], ldv, s.dk[0], s.k[0], ldk, cf.gam, -1.0f, s.dgv, true}, stage);
-      block_gemm<P, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
+      tile_product<P, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
           tile_epilogue<tile_update::add>(s.dk));
       __syncthreads();
       const auto& dbeta_out = args.dbeta;

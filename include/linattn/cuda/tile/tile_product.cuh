@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// A block-wide product of fp32 tiles in shared memory taken the way its precision policy `Op`
+/// says: `float` or `single_tf32` as WMMA products through a per-warp stage (block_gemm.cuh),
+/// `mma_16bit<T, Terms>` as register mma.sync products of the 16-bit type T (warp_gemm.cuh). The epilogue takes any width, `epilogue(row, col, const float (&v)[W])`
+/// for columns col .. col + W - 1: W = 8 from block_gemm, 2 from warp_gemm. Kernels written
+/// against these two calls keep one body for every input type.
+#pragma once
+
+#include <type_traits>
+
+#include "block_gemm.cuh"
+#include "warp_gemm.cuh"
+
+namespace linattn::cuda::detail {
+
+/// Precision policy: fp32 tiles whose operands become 16-bit fragments of T as each warp reads
+/// them, rounded once (Terms = 1) or split into hi + lo terms with three products per step
+/// (Terms = 3: about 16-bit operands for bf16, finer than one TF32 product).
+template <class T, int Terms>
+struct mma_16bit {
+  using type = T;
+  static constexpr int terms = Terms;
+};
+
+template <class Op>
+inline constexpr bool is_mma_16bit = false;
+template <class T, int Terms>
+inline constexpr bool is_mma_16bit<mma_16bit<T, Terms>> = true;
+
+/// The warps of per-warp stage a policy's products need (block_gemm's stage_floats each); one
+/// unused row for mma_16bit, so that storage keeps its shape.
+template <class Op, int Warps>
+inline constexpr int stage_warps = is_mma_16bit<Op> ? 1 : Warps;
+
+/// C = A B as block_gemm (all its arguments; `stage` unused for mma_16bit).
+template <class Op, class LA, class LB, int M, int N, int Kd, bool lower_a = false, class Epilogue>
+__device__ void tile_product(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
+                             Epilogue&& epilogue) {
+  if constexpr (is_mma_16bit<Op>)
+    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd, lower_a>(A, int(lda), B, int(ldb), epilogue);
+  else block_gemm<Op, LA, LB, M, N, Kd, lower_a>(A, lda, B, ldb, stage, epilogue);
+}
+
+/// C = A B for products with fewer result tiles than warps and a long Kd: block_gemm_split_k
+/// for the WMMA policies (it synchronises inside: every thread calls it), warp_gemm for
+/// mma_16bit (a unit per warp over the whole Kd). The caller synchronises before and after.
+template <class Op, class LA, class LB, int M, int N, int Kd, class Epilogue>
+__device__ void tile_product_split_k(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
+                                     Epilogue&& epilogue) {
+  if constexpr (is_mma_16bit<Op>)
+    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd>(A, int(lda), B, int(ldb), epilogue);
+  else block_gemm_split_k<Op, LA, LB, M, N, Kd>(A, lda, B, ldb, stage, epilogue);
+}
+
+}  // namespace linattn::cuda::detail
