@@ -15,8 +15,8 @@
 ///
 /// dq and dk of a q/k head sum over its value heads in a fixed order, so the result is the
 /// same on every run. The products are tensor-core products of fp32 tiles (gradient_products,
-/// tile_product.cuh: for bf16 inputs register mma.sync products with the operands rounded to
-/// bf16; for fp16 inputs WMMA with one TF32 product per step, for fp32 three), except the five
+/// tile_product.cuh: for bf16 inputs register mma.sync products, each operand split into two
+/// bf16 terms, three products per step; for fp16 inputs WMMA with one TF32 product per step, for fp32 three), except the five
 /// with H0 or dH, which state_products.cuh takes in three phases (bf16 inputs: mma.sync from the
 /// state staged in shared memory as bf16).
 #pragma once
