@@ -11,11 +11,11 @@
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
-#include "input_coefficients.hpp"
+#include "input_beta.hpp"
 
 namespace linattn {
 
-/// beta, beta_derivatives, beta_gradient: the step is the input beta (input_coefficients.hpp).
+/// beta, beta_derivatives, beta_gradient: the step is the input beta (input_beta.hpp).
 struct Delta : input_beta {
   static constexpr const char* name = "Delta";
   using family = householder_family;

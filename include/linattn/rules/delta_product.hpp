@@ -12,7 +12,6 @@
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
-#include "input_coefficients.hpp"
 
 namespace linattn {
 
@@ -45,7 +44,7 @@ struct DeltaProduct : detail::householder_steps {
   }
 };
 
-struct GatedDeltaProduct : detail::householder_steps, input_gate {
+struct GatedDeltaProduct : detail::householder_steps {
   static constexpr const char* name = "GatedDeltaProduct";
   using family = householder_product_family;
   static constexpr decay_kind decay = decay_kind::scalar;
@@ -63,6 +62,11 @@ struct GatedDeltaProduct : detail::householder_steps, input_gate {
   static void check_inputs(const inputs<T>& in, Check& c) {
     c.per_token("g", in.g, value_range::log_gate);
     c.per_step("beta", in.beta, value_range::nonnegative);
+  }
+
+  template <class T>
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv) {
+    return in.g(b, t, hv);
   }
 };
 

@@ -9,12 +9,12 @@
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
-#include "input_coefficients.hpp"
+#include "input_beta.hpp"
 
 namespace linattn {
 
-/// beta, beta_derivatives, beta_gradient and log_gate: the step and the gate are inputs (input_coefficients.hpp).
-struct KDA : input_beta, input_key_gate {
+/// beta, beta_derivatives, beta_gradient: the step is the input beta (input_beta.hpp).
+struct KDA : input_beta {
   static constexpr const char* name = "KDA";
   using family = householder_family;
   static constexpr decay_kind decay = decay_kind::vector;
@@ -32,6 +32,12 @@ struct KDA : input_beta, input_key_gate {
   static void check_inputs(const inputs<T>& in, Check& c) {
     c.per_key("g", in.g, value_range::log_gate);
     c.per_token("beta", in.beta, value_range::nonnegative);
+  }
+
+  /// Log-decay of key dimension d at token t of batch row b for value head hv.
+  template <class T>
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
+    return in.g(b, t, hv, d);
   }
 
   /// Gradients (backward forms): outputs of the shapes of q, k, v, g and beta.

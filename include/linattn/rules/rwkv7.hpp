@@ -12,11 +12,10 @@
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
-#include "input_coefficients.hpp"
 
 namespace linattn {
 
-struct RWKV7 : input_key_gate {
+struct RWKV7 {
   static constexpr const char* name = "RWKV7";
   using family = dplr_family;
   static constexpr decay_kind decay = decay_kind::vector;
@@ -40,6 +39,12 @@ struct RWKV7 : input_key_gate {
 
   /// RWKV-7 applies no scale to its receptance.
   static constexpr double default_scale(index_t /*K*/) { return 1.0; }
+
+  /// Log-decay of key dimension d at token t of batch row b for value head hv.
+  template <class T>
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv, index_t d) {
+    return in.g(b, t, hv, d);
+  }
 };
 
 }  // namespace linattn

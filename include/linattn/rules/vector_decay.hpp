@@ -8,11 +8,10 @@
 #include "../core/family.hpp"
 #include "../core/coefficient_view.hpp"
 #include "../core/tensor_view.hpp"
-#include "input_coefficients.hpp"
 
 namespace linattn {
 
-struct VectorDecay : input_key_gate {
+struct VectorDecay {
   static constexpr const char* name = "VectorDecay";
   using family = additive_family;
   static constexpr decay_kind decay = decay_kind::vector;
@@ -28,6 +27,13 @@ struct VectorDecay : input_key_gate {
   template <class T, class Check>
   static void check_inputs(const inputs<T>& in, Check& c) {
     c.per_key("g", in.g, value_range::log_gate);
+  }
+
+  /// Log-decay of key dimension d at token t of batch row b for value head hv.
+  template <class T>
+  LINATTN_HOST_DEVICE static state_t<T> log_gate(const inputs<T>& in, index_t b, index_t t, index_t hv,
+                                        index_t d) {
+    return in.g(b, t, hv, d);
   }
   /// Gradients (backward forms): outputs of the shapes of q, k, v and g.
   template <class T>
