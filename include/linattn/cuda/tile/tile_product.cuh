@@ -33,23 +33,29 @@ inline constexpr bool is_mma_16bit<mma_16bit<T, Terms>> = true;
 template <class Op, int Warps>
 inline constexpr int stage_warps = is_mma_16bit<Op> ? 1 : Warps;
 
-/// C = A B as block_gemm (all its arguments; `stage` unused for mma_16bit).
-template <class Op, class LA, class LB, int M, int N, int Kd, bool lower_a = false, class Epilogue>
+/// C = A B as block_gemm (all its arguments; `stage` unused for mma_16bit). `Exact` names the
+/// operands that hold values of the policy's 16-bit type exactly (rows as loaded from 16-bit
+/// inputs): mma_16bit with split terms skips their zero lo terms' products, which changes no
+/// bit of the result; the WMMA policies ignore it.
+template <class Op, class LA, class LB, int M, int N, int Kd, bool lower_a = false,
+          exact_operands Exact = exact_operands::none, class Epilogue>
 __device__ void tile_product(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
                              Epilogue&& epilogue) {
   if constexpr (is_mma_16bit<Op>)
-    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd, lower_a>(A, int(lda), B, int(ldb), epilogue);
+    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd, lower_a, Exact>(A, int(lda), B, int(ldb), epilogue);
   else block_gemm<Op, LA, LB, M, N, Kd, lower_a>(A, lda, B, ldb, stage, epilogue);
 }
 
 /// C = A B for products with fewer result tiles than warps and a long Kd: block_gemm_split_k
 /// for the WMMA policies (it synchronises inside: every thread calls it), warp_gemm for
-/// mma_16bit (a unit per warp over the whole Kd). The caller synchronises before and after.
-template <class Op, class LA, class LB, int M, int N, int Kd, class Epilogue>
+/// mma_16bit (a unit per warp over the whole Kd); `Exact` as for tile_product. The caller
+/// synchronises before and after.
+template <class Op, class LA, class LB, int M, int N, int Kd, exact_operands Exact = exact_operands::none,
+          class Epilogue>
 __device__ void tile_product_split_k(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
                                      Epilogue&& epilogue) {
   if constexpr (is_mma_16bit<Op>)
-    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd>(A, int(lda), B, int(ldb), epilogue);
+    warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd, false, Exact>(A, int(lda), B, int(ldb), epilogue);
   else block_gemm_split_k<Op, LA, LB, M, N, Kd>(A, lda, B, ldb, stage, epilogue);
 }
 

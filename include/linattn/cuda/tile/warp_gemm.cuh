@@ -32,20 +32,35 @@ __device__ inline void fp32_b_operand(float2 (&x)[2], const float* B, int ldb, i
   else fp32_b_pairs(x, B, ldb, n0, k0, lane);
 }
 
+/// The operands of a product that hold values of its 16-bit type T exactly (rows as loaded
+/// from 16-bit inputs): their lo terms are zero, so a split product skips the products with
+/// them. The result is the same to the bit: those products only add zeros to the accumulator.
+enum class exact_operands { none, a, b, both };
+
+constexpr bool exact_a(exact_operands e) { return e == exact_operands::a || e == exact_operands::both; }
+constexpr bool exact_b(exact_operands e) { return e == exact_operands::b || e == exact_operands::both; }
+
+/// Fragment registers from float pairs: rounded to T (`split` false, lo untouched) or split
+/// into hi + lo terms (split_pairs).
+template <class T, bool split, int N>
+__device__ inline void fp32_terms(std::uint32_t (&hi)[N], std::uint32_t (&lo)[N], const float2 (&x)[N]) {
+  if constexpr (split) split_pairs<T>(hi, lo, x);
+  else round_pairs<T>(hi, x);
+}
+
 /// d += a b for fp32 fragment pairs, in `Terms` 16-bit products: 1, both rounded to T; 3, both
 /// split into hi + lo (split_pairs) and d += a_lo b_hi + a_hi b_lo + a_hi b_hi (about 16-bit
-/// operands for bf16: finer than TF32's 11 bits, where one rounding to bf16 has 8).
-template <class T, int Terms>
+/// operands for bf16: finer than TF32's 11 bits, where one rounding to bf16 has 8), less the
+/// product with the lo term of an operand that `Exact` names (it is zero; ah holds a, al is
+/// not read, for an exact a).
+template <class T, int Terms, exact_operands Exact = exact_operands::none>
 __device__ inline void mma_fp32_pairs(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
                                       const float2 (&xb)[2]) {
+  constexpr bool split_a = Terms == 3 && !exact_a(Exact), split_b = Terms == 3 && !exact_b(Exact);
   std::uint32_t bh[2], bl[2];
-  if constexpr (Terms == 1) {
-    round_pairs<T>(bh, xb);
-  } else {
-    split_pairs<T>(bh, bl, xb);
-    mma_16816<T>(d, al, bh[0], bh[1]);
-    mma_16816<T>(d, ah, bl[0], bl[1]);
-  }
+  fp32_terms<T, split_b>(bh, bl, xb);
+  if constexpr (split_a) mma_16816<T>(d, al, bh[0], bh[1]);
+  if constexpr (split_b) mma_16816<T>(d, ah, bl[0], bl[1]);
   mma_16816<T>(d, ah, bh[0], bh[1]);
 }
 
@@ -56,8 +71,10 @@ __device__ inline void mma_fp32_pairs(float (&d)[4], const std::uint32_t (&ah)[4
 /// Each result element is passed once to the epilogue, as `epilogue(row, col, const float
 /// (&v)[2])` for columns col, col + 1 (col even). `lower_a`: A is lower triangular, so a unit
 /// stops at the k-step of its diagonal. No synchronisation inside: the caller synchronises
-/// before (the operands complete) and after.
-template <class T, int Terms, class LA, class LB, int M, int N, int Kd, bool lower_a = false, class Epilogue>
+/// before (the operands complete) and after. `Exact`: the operands that hold values of T
+/// exactly (mma_fp32_pairs).
+template <class T, int Terms, class LA, class LB, int M, int N, int Kd, bool lower_a = false,
+          exact_operands Exact = exact_operands::none, class Epilogue>
 __device__ void warp_gemm(const float* A, int lda, const float* B, int ldb, Epilogue&& epilogue, int first_warp = 0,
                           int warps = -1) {
   static_assert(M % 16 == 0 && N % 8 == 0 && Kd % 16 == 0, "whole 16 x 8 x 16 tiles");
@@ -78,13 +95,12 @@ __device__ void warp_gemm(const float* A, int lda, const float* B, int ldb, Epil
       float2 xa[4];
       fp32_a_operand<LA>(xa, A, lda, r0, 16 * s, lane);
       std::uint32_t ah[4], al[4];
-      if constexpr (Terms == 1) round_pairs<T>(ah, xa);
-      else split_pairs<T>(ah, al, xa);
+      fp32_terms<T, Terms == 3 && !exact_a(Exact)>(ah, al, xa);
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         float2 xb[2];
         fp32_b_operand<LB>(xb, B, ldb, n0 + 8 * j, 16 * s, lane);
-        mma_fp32_pairs<T, Terms>(acc[j], ah, al, xb);
+        mma_fp32_pairs<T, Terms, Exact>(acc[j], ah, al, xb);
       }
     }
 #pragma unroll

@@ -133,13 +133,14 @@ __device__ auto workspace_or_input(const tensor_view<float, 4>& workspace, const
   else return input;
 }
 
-/// An epilogue for block_gemm that writes rows r < n of its result to x(b, t0 + r, hv, :).
+/// An epilogue for block_gemm or tile_product (any width W) that writes rows r < n of its
+/// result to x(b, t0 + r, hv, :).
 inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, index_t t0, index_t hv, int n) {
-  return [=](int r, int j, const float (&v)[8]) {
+  return [=]<int W>(int r, int j, const float (&v)[W]) {
     if (r < n) {
       float* d = &x(b, t0 + r, hv, j);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) d[e] = v[e];
+      for (int e = 0; e < W; ++e) d[e] = v[e];
     }
   };
 }
@@ -247,12 +248,13 @@ __device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficien
   }
 }
 
-/// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld).
+/// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld). The
+/// keys are the rows as loaded (exact_operands), as in chunk_inverse.
 template <class P, int K>
 __device__ void chunk_scores(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf, float* p,
                              float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  tile_product_split_k<P, row_major, col_major, C, C, K>(queries, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
+  tile_product_split_k<P, row_major, col_major, C, C, K, exact_operands::b>(queries, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
     for (int e = 0; e < W; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });
@@ -288,7 +290,7 @@ template <class P, int K>
 __device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
   float* g = cr.g[0];
-  tile_product_split_k<P, row_major, col_major, C, C, K>(keys, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
+  tile_product_split_k<P, row_major, col_major, C, C, K, exact_operands::both>(keys, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
     for (int e = 0; e < W; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
   });

@@ -16,7 +16,8 @@
 /// dq and dk of a q/k head sum over its value heads in a fixed order, so the result is the
 /// same on every run. The products are tensor-core products of fp32 tiles (gradient_products,
 /// tile_product.cuh: for bf16 inputs register mma.sync products, each operand split into two
-/// bf16 terms, three products per step; for fp16 inputs WMMA with one TF32 product per step, for fp32 three), except the five
+/// bf16 terms, three products per step, one fewer where an operand is k, dO or (additive
+/// family) V as loaded, whose lo terms are zero; for fp16 inputs WMMA with one TF32 product per step, for fp32 three), except the five
 /// with H0 or dH, which state_products.cuh takes in three phases (bf16 inputs: mma.sync from the
 /// state staged in shared memory as bf16).
 #pragma once
@@ -117,10 +118,11 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, dH, nullptr, &du,
                                                    {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false}, stage);
     }
-    tile_product<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage,
+    tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
         tile_epilogue<tile_update::add>(s.du));
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
-    tile_product_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
+    tile_product_split_k<P, row_major, col_major, C, C, V, delta ? exact_operands::a : exact_operands::both>(
+        s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
       for (int e = 0; e < W; ++e) {
         const int i = j + e;
@@ -162,7 +164,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
     if constexpr (delta) pieces.issue(H0, 0);
     // dQ += dP K, dK += dP^T Q
-    tile_product<P, row_major, row_major, C, K, C, true>(s.dp[0], ldc, s.k[0], ldk, stage,
+    tile_product<P, row_major, row_major, C, K, C, true, exact_operands::b>(s.dp[0], ldc, s.k[0], ldk, stage,
         tile_epilogue<tile_update::add>(s.dq));
     tile_product<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage,
         tile_epilogue<tile_update::add>(s.dk));
@@ -172,7 +174,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       // dependence on ||k||^2
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, nullptr, nullptr,
                                                    {s.dy[0], ldv, s.dk[0], s.k[0], ldk, cf.gam, -1.0f, s.dgv, true}, stage);
-      tile_product<P, row_major, row_major, C, K, C>(s.cr.m[0], ldc, s.k[0], ldk, stage,
+      tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, s.k[0], ldk, stage,
           tile_epilogue<tile_update::add>(s.dk));
       __syncthreads();
       const auto& dbeta_out = args.dbeta;

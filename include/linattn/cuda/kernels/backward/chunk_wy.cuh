@@ -15,15 +15,19 @@
 /// Per-key decays (KDA) cannot fold them into [C, C] operands: there the products take the
 /// rows K ⊙ Gam and K ⊙ E (key_decays.cuh), W = T (K ⊙ Gam), Wb = T^T (K ⊙ E), with the
 /// per-key P and G.
+///
+/// The products take pass 4's precision (gradient_products: for bf16 inputs register mma.sync
+/// products of split bf16 terms, skipping the lo terms of the rows as loaded, which are exact),
+/// so both passes form T alike.
 #pragma once
 
-#include "../../tile/block_gemm.cuh"
+#include "../../tile/tile_product.cuh"
 #include "chunk_factors.cuh"
 #include "key_decays.cuh"
 
 namespace linattn::cuda::detail {
 
-template <int K, int V, bool PerKey = false>
+template <class T, int K, int V, bool PerKey = false>
 struct chunk_wy_storage {
   static constexpr int warps = 8, threads = 32 * warps;
   static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
@@ -35,15 +39,15 @@ struct chunk_wy_storage {
   float pt[C][ldc];        // [C, C]  P T
   chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) T), T
   chunk_coefficients cf;
-  float stage[warps][stage_floats];
+  float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
   float decayed[CK][ldk];  // [C, K]  per-key decays: K ⊙ Gam, then K ⊙ E (every tile before it 32-byte sized)
   float b[CK][ldk];        // [C, K]  per-key decays: the chunk-local cumsum of the log gates
 };
 
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> args) {
-  using S = chunk_wy_storage<K, V>;
-  using P = backward_products<T>;
+  using S = chunk_wy_storage<T, K, V>;
+  using P = gradient_products<T>;
   constexpr int C = S::C;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
@@ -68,19 +72,22 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
     t_gam[r * S::ldc + i] = s.cr.t[r][i] * s.cf.gam[i];
     e_t[r * S::ldc + i] = s.cr.t[r][i] * s.cf.e[r];
   }
-  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
+  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   __syncthreads();
   const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
-  block_gemm<P, row_major, row_major, C, K, C, true>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
-  block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
-  block_gemm<P, col_major, row_major, C, K, C>(e_t, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
-  block_gemm<P, col_major, row_major, C, V, C>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage, rows_out(args.dx_loc));
+  constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded
+  tile_product<P, row_major, row_major, C, K, C, true, rows>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
+  tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
+                                                             rows_out(args.u_fwd));
+  tile_product<P, col_major, row_major, C, K, C, false, rows>(e_t, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
+  tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
+                                                              rows_out(args.dx_loc));
 }
 
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rule, T> args) {
-  using S = chunk_wy_storage<K, V, true>;
-  using P = backward_products<T>;
+  using S = chunk_wy_storage<T, K, V, true>;
+  using P = gradient_products<T>;
   constexpr int C = S::C;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
@@ -103,15 +110,18 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   key_decayed<K>(s.decayed[0], s.keys[0], S::ldk, s.b[0], false);  // K ⊙ Gam
   __syncthreads();
   chunk_solve(s.cf, s.cr);
-  block_gemm<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
+  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
-  block_gemm<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_fwd));
-  block_gemm<P, row_major, row_major, C, V, C, true>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage, rows_out(args.u_fwd));
+  constexpr exact_operands rows = exact_operands::b;  // values and dO as loaded
+  tile_product<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_fwd));
+  tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
+                                                             rows_out(args.u_fwd));
   __syncthreads();  // P T complete; K ⊙ Gam read
   key_decayed<K>(s.decayed[0], s.keys[0], S::ldk, s.b[0], true);  // K ⊙ E
   __syncthreads();
-  block_gemm<P, col_major, row_major, C, K, C>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_bwd));
-  block_gemm<P, col_major, row_major, C, V, C>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage, rows_out(args.dx_loc));
+  tile_product<P, col_major, row_major, C, K, C>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_bwd));
+  tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
+                                                              rows_out(args.dx_loc));
 }
 
 }  // namespace linattn::cuda::detail
