@@ -19,6 +19,11 @@
 /// only (the prefix sum). Written so, every term of dg carries its own decay: under strong gates
 /// dg is tiny and computed to its own precision, not as the difference of O(1) terms.
 ///
+/// The five products with H0 or dH are WMMA products read from the workspace; the five small
+/// ones (T X, P^T dO, dO U^T, M^T dU, dY U^T) take pass 4's precision (gradient_products:
+/// for bf16 inputs register mma.sync of split bf16 terms, one fewer where dO or the additive
+/// rules' V, exact as loaded, is an operand).
+///
 /// The intra-chunk sums take their exponentials element by element (every exponent <= 0). dq
 /// and dk of each value head go to the workspace in fp32 (dq_parts, dk_parts); group_sum_kernel
 /// then adds the value heads of a q/k head in a fixed order, so the result is the same on
@@ -26,6 +31,7 @@
 #pragma once
 
 #include "../../tile/block_gemm.cuh"
+#include "../../tile/tile_product.cuh"
 #include "chunk_factors.cuh"
 #include "key_decays.cuh"
 
@@ -63,7 +69,8 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
     chunk_gradients_per_key_kernel(backward_args<Rule, T> args) {
   constexpr bool delta = corrects<Rule>;
   using S = chunk_gradients_per_key_storage<K, V, delta>;
-  using P = backward_products<T>;
+  using P = backward_products<T>;   // the products with a state
+  using Q = gradient_products<T>;   // the products with a [C, C] operand or result
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   static_assert(K <= S::threads, "one thread per key dimension in the gate-gradient phase");
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
@@ -105,25 +112,27 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
     block_gemm<P, row_major, row_major, C, V, K>(s.dkp[0], ldk, H0, V, stage,
         tile_epilogue<tile_update::subtract>(s.x));  // X = V - (K ⊙ Gam) H0
     __syncthreads();
-    block_gemm<P, row_major, row_major, C, V, C, true>(s.t[0], ldc, s.x[0], ldv, stage, tile_epilogue(s.u));  // U = T X
+    tile_product<Q, row_major, row_major, C, V, C, true>(s.t[0], ldc, s.x[0], ldv, stage, tile_epilogue(s.u));  // U = T X
     __syncthreads();
   }
   const float(*u)[ldv] = delta ? s.u : s.x;
   // dU = (K ⊙ E) dH + P^T dO
   block_gemm<P, row_major, row_major, C, V, K>(s.dkm[0], ldk, dH, V, stage, tile_epilogue(s.du));
   __syncthreads();
-  block_gemm<P, col_major, row_major, C, V, C>(s.p[0], ldc, s.dout[0], ldv, stage,
-      tile_epilogue<tile_update::add>(s.du));
+  tile_product<Q, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
+                                                                          tile_epilogue<tile_update::add>(s.du));
   // dP = dO U^T, causal
-  block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dout[0], ldv, u[0], ldv, stage, [&](int r, int j, const float (&x)[8]) {
+  constexpr exact_operands dout_u = delta ? exact_operands::a : exact_operands::both;
+  tile_product_split_k<Q, row_major, col_major, C, C, V, dout_u>(s.dout[0], ldv, u[0], ldv, stage,
+                                                                  [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) s.dp[r][j + e] = j + e <= r ? x[e] : 0.0f;
+    for (int e = 0; e < W; ++e) s.dp[r][j + e] = j + e <= r ? x[e] : 0.0f;
   });
   __syncthreads();
   if constexpr (delta) {
-    block_gemm<P, col_major, row_major, C, V, C>(s.m[0], ldc, s.du[0], ldv, stage, tile_epilogue(s.dy));  // dY = M^T dU
+    tile_product<Q, col_major, row_major, C, V, C>(s.m[0], ldc, s.du[0], ldv, stage, tile_epilogue(s.dy));  // dY = M^T dU
     __syncthreads();
-    block_gemm_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
+    tile_product_split_k<Q, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
         tile_epilogue<tile_update::negated_strictly_lower>(s.t));  // dA = -stril(dY U^T) (T is done)
     __syncthreads();
     // dbeta_r = dY_r . X_r + Σ_c dA_rc G_rc;  dA becomes dG = diag(beta) dA
