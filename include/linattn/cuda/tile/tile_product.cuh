@@ -34,8 +34,8 @@ template <class Op, int Warps>
 inline constexpr int stage_warps = is_mma_16bit<Op> ? 1 : Warps;
 
 /// C = A B as block_gemm (all its arguments; `stage` unused for mma_16bit). `Exact` names the
-/// operands that hold values of the policy's 16-bit type exactly (rows as loaded from 16-bit
-/// inputs): mma_16bit with split terms skips their zero lo terms' products, which changes no
+/// operands that hold values of the policy's 16-bit type exactly (rows as loaded from inputs
+/// of that type): mma_16bit with split terms skips their zero lo terms' products, which changes no
 /// bit of the result; the WMMA policies ignore it.
 template <class Op, class LA, class LB, int M, int N, int Kd, bool lower_a = false,
           exact_operands Exact = exact_operands::none, class Epilogue>

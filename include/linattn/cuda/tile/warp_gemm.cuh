@@ -33,7 +33,7 @@ __device__ inline void fp32_b_operand(float2 (&x)[2], const float* B, int ldb, i
 }
 
 /// The operands of a product that hold values of its 16-bit type T exactly (rows as loaded
-/// from 16-bit inputs): their lo terms are zero, so a split product skips the products with
+/// from inputs of type T): their lo terms are zero, so a split product skips the products with
 /// them. The result is the same to the bit: those products only add zeros to the accumulator.
 enum class exact_operands { none, a, b, both };
 
