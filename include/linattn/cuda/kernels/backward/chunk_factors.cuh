@@ -145,6 +145,11 @@ inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, ind
   };
 }
 
+/// The exact operands (warp_gemm.cuh) of pass 4's dP = dO U^T: dO as loaded, and U too where it
+/// is V as loaded (the additive family, no delta correction).
+template <bool Delta>
+inline constexpr exact_operands dout_u_exact = Delta ? exact_operands::a : exact_operands::both;
+
 /// How an epilogue into a tile (`tile_epilogue`) combines the product with the tile.
 enum class tile_update { assign, add, subtract, negated_strictly_lower };
 

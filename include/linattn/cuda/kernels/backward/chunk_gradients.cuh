@@ -17,9 +17,9 @@
 /// same on every run. The products are tensor-core products of fp32 tiles (gradient_products,
 /// tile_product.cuh: for bf16 inputs register mma.sync products, each operand split into two
 /// bf16 terms, three products per step, one fewer where an operand is k, dO or (additive
-/// family) V as loaded, whose lo terms are zero; for fp16 inputs WMMA with one TF32 product per step, for fp32 three), except the five
-/// with H0 or dH, which state_products.cuh takes in three phases (bf16 inputs: mma.sync from the
-/// state staged in shared memory as bf16).
+/// family) V as loaded, whose lo terms are zero; for fp16 inputs WMMA with one TF32 product
+/// per step, for fp32 three), except the five with H0 or dH, which state_products.cuh takes in
+/// three phases (bf16 inputs: mma.sync from the state staged in shared memory as bf16).
 #pragma once
 
 #include "../../tile/tile_product.cuh"
@@ -121,8 +121,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
         tile_epilogue<tile_update::add>(s.du));
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
-    tile_product_split_k<P, row_major, col_major, C, C, V, delta ? exact_operands::a : exact_operands::both>(
-        s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
+    tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
       for (int e = 0; e < W; ++e) {
         const int i = j + e;

@@ -122,9 +122,8 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   tile_product<Q, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
                                                                           tile_epilogue<tile_update::add>(s.du));
   // dP = dO U^T, causal
-  constexpr exact_operands dout_u = delta ? exact_operands::a : exact_operands::both;
-  tile_product_split_k<Q, row_major, col_major, C, C, V, dout_u>(s.dout[0], ldv, u[0], ldv, stage,
-                                                                  [&]<int W>(int r, int j, const float (&x)[W]) {
+  tile_product_split_k<Q, row_major, col_major, C, C, V, dout_u_exact<delta>>(s.dout[0], ldv, u[0], ldv, stage,
+                                                                              [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
     for (int e = 0; e < W; ++e) s.dp[r][j + e] = j + e <= r ? x[e] : 0.0f;
   });
