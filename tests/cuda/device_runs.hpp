@@ -46,6 +46,9 @@ struct outcome {
 /// True when a CUDA device is usable; otherwise `why` says what the runtime answered.
 bool device_present(std::string& why);
 
+/// Multiprocessors of the current device (the kernels' plans choose their grids by it).
+int multiprocessors();
+
 /// Rounds the problem's inputs (q, k, v, gates, beta) to `t`, so that the float64 reference
 /// sees exactly the values the device reads (gates and beta to float when `float_coefficients`).
 void round_inputs(ref::problem& p, dtype t, bool float_coefficients = false);

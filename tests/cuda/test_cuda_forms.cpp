@@ -122,7 +122,16 @@ TEMPLATE_TEST_CASE("cuda decode_step token by token matches the float64 referenc
                    la::ScalarDecay, la::Delta, la::GatedDelta, la::Longhorn, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(7);
   const shape_case sc{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
-  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16}) check_against_reference<TestType>(rng, sc, t, form::decode, harness::gates::mild);
+  // The token kernel's grid (host/plan.cuh, token_plan): 8 warps a block below one block of 32
+  // value columns per multiprocessor, 4 above; from 64 blocks per multiprocessor on (rules
+  // without per-key decays), one dimension with the slabs of a head adjacent. 640 blocks, then
+  // just past 64 per multiprocessor.
+  const int sms = cuda_tests::multiprocessors();
+  const shape_case wide{"B40 T2 H2 HV4 K64 V128, two decode steps, 640 blocks", {40, 2, 2, 4, 64, 128}, {}, {}};
+  const shape_case waves{"B(16 SMs + 1) T2 H1 HV2 K64 V64, two decode steps, 64 blocks per multiprocessor",
+                         {16 * sms + 1, 2, 1, 2, 64, 64}, {}, {}};
+  for (dtype t : {dtype::f32, dtype::f16, dtype::bf16})
+    for (const auto& c : {sc, wide, waves}) check_against_reference<TestType>(rng, c, t, form::decode, harness::gates::mild);
 }
 
 TEMPLATE_TEST_CASE("cuda options::precision = tf32: float inputs with one TF32 product per step", "[cuda][tf32]",
@@ -222,6 +231,10 @@ TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::st
   for (const auto& sc : {many, most})
     for (form f : {form::recurrent, form::chunkwise, form::decode})
       check_against_reference<TestType>(rng, sc, dtype::f32, f, harness::gates::mild);
+  // 64 blocks per multiprocessor: the token kernel's one-dimensional grid, through the slot table
+  const shape_case waves{"B(16 SMs + 1) T2 H1 HV2 K64 V64, decode through a pool, 64 blocks per multiprocessor",
+                         {16 * cuda_tests::multiprocessors() + 1, 2, 1, 2, 64, 64}, {}, {.through_pool = true}};
+  check_against_reference<TestType>(rng, waves, dtype::bf16, form::decode, harness::gates::mild);
 }
 
 TEMPLATE_TEST_CASE("cuda speculative decoding: verify with a record, commit every accepted count", "[cuda][speculative]",
@@ -235,6 +248,7 @@ TEMPLATE_TEST_CASE("cuda speculative decoding: verify with a record, commit ever
   const draft_case cases[] = {
       {"B3 T4 H2 HV4 K128 V64", {3, 4, 2, 4, 128, 64}, {}},
       {"packed 0,5,6,6,10 H1 HV2 K64 V128", {1, 10, 1, 2, 64, 128}, {0, 5, 6, 6, 10}},
+      {"B40 T3 H1 HV4 K64 V128 (a large grid)", {40, 3, 1, 4, 64, 128}, {}},
   };
   for (const auto& dc : cases)
     for (dtype t : {dtype::f32, dtype::bf16})

@@ -25,13 +25,14 @@ namespace detail {
 /// Plans the call, takes its workspace and launches the token kernel.
 template <class Rule, class E>
 void run_tokens(token_args<Rule, E> args, const problem& p, cudaStream_t stream) {
-  const token_plan plan(p, multiprocessors());
+  const token_plan plan(p, multiprocessors(), Rule::decay != decay_kind::vector);
   scratch ws(plan.workspace.bytes, stream);
   plan.bind(args, ws, stream);
   if (p.N == 0) return;
   with_dims(p.K, p.V, [&](auto k, auto) {
     constexpr int K = decltype(k)::value;
     if (plan.warps == 8) token_kernel<Rule, E, K, 8><<<plan.grid, 32 * 8, 0, stream>>>(args);
+    else if (plan.slabs_adjacent) token_kernel<Rule, E, K, 4, true><<<plan.grid, 32 * 4, 0, stream>>>(args);
     else token_kernel<Rule, E, K, 4><<<plan.grid, 32 * 4, 0, stream>>>(args);
     check_launch("token_kernel");
   });

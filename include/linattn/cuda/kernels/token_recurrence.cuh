@@ -31,12 +31,28 @@ struct token_args : call_args<Rule, T> {
   draft_record<float> record{};         // [N, L, HV, K | V | G] (core/draft_record.hpp), or not given
 };
 
+/// A token block's sequence, value head and first value column.
+struct token_block {
+  index_t n, hv, v0;
+};
+
+/// Where this block works. The grid is (N, HV, V / 32) or, with SlabsAdjacent (the plan's choice
+/// for grids of many waves), one-dimensional with the V / 32 slabs of a head next to each other:
+/// the blocks resident together then read and write whole 512-byte rows of a few states rather
+/// than 128-byte pieces of many, and open fewer DRAM pages.
+template <bool SlabsAdjacent>
+__device__ inline token_block token_block_of(unsigned heads_per_sequence, unsigned slabs) {
+  if constexpr (!SlabsAdjacent) return {index_t(blockIdx.x), index_t(blockIdx.y), index_t(blockIdx.z) * 32};
+  const unsigned x = blockIdx.x, head = x / slabs;
+  return {index_t(head / heads_per_sequence), index_t(head % heads_per_sequence), index_t(x % slabs) * 32};
+}
+
 /// Warps per block of the token kernel: 8 when the call has few blocks (the multiprocessors
 /// are mostly idle and each block's instruction stream is the critical path: the rows of H
 /// are split over more warps), else 4 (host/plan.cuh, token_plan). Compiled for 1024 threads
 /// per multiprocessor (64 registers a thread; unbounded, the per-key rules took 128), so that
 /// the loads of more blocks are in flight at large batches.
-template <class Rule, class T, int K, int W>
+template <class Rule, class T, int K, int W, bool SlabsAdjacent = false>
 __global__ void __launch_bounds__(32 * W, 32 / W) token_kernel(token_args<Rule, T> args) {
   constexpr int R = K / W;
   static_assert(K % W == 0, "K must split over the warps");
@@ -45,7 +61,8 @@ __global__ void __launch_bounds__(32 * W, 32 / W) token_kernel(token_args<Rule, 
   __shared__ float partial[2][2][W][32];  // [parity][p or r][warp][column]
   __shared__ float key_gates[per_key ? 2 : 1][2][per_key ? K : 1];  // [parity][log gate, exp][K] (per-key decays)
 
-  const index_t n_seq = blockIdx.x, hv = blockIdx.y, v0 = index_t(blockIdx.z) * 32;
+  const token_block at = token_block_of<SlabsAdjacent>(unsigned(args.out.extent(2)), unsigned(args.out.extent(3) / 32));
+  const index_t n_seq = at.n, hv = at.hv, v0 = at.v0;
   const index_t h = hv / args.group;
   const span s = args.sequence(n_seq);
   const index_t state_slot = args.slot(n_seq);  // state slot (pool); < 0: zero start, no write
@@ -120,7 +137,7 @@ __global__ void __launch_bounds__(32 * W, 32 / W) token_kernel(token_args<Rule, 
     for (int i = 0; i < R; ++i) hreg[i] = alpha * hreg[i] + qk[par][1][warp * R + i] * u;
     if (args.record.updates.data()) {  // verify_drafts: the write k u^T and the decay of draft token `step`
       if (warp == 0) args.record.updates(n_seq, step, hv, j) = u;
-      if (blockIdx.z == 0) {
+      if (v0 == 0) {
         for (int i = tid; i < K; i += 32 * W) args.record.keys(n_seq, step, hv, i) = qk[par][1][i];
         for (int i = tid; i < args.record.log_decay.extent(3); i += 32 * W) {
           if constexpr (per_key) args.record.log_decay(n_seq, step, hv, i) = key_gates[par][0][i];
