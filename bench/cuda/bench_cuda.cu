@@ -107,9 +107,8 @@ struct row {
   double ms, floor_ms;
 };
 
-/// Bytes/s of a large device-to-device copy, counting bytes read and written.
-double copy_bandwidth(int reps) {
-  const std::size_t bytes = std::size_t(2) << 30;
+/// Median time (ms) of a device-to-device copy of `bytes`.
+double copy_ms(std::size_t bytes, int reps) {
   void *src, *dst;
   ok(cudaMalloc(&src, bytes), "cudaMalloc");
   ok(cudaMalloc(&dst, bytes), "cudaMalloc");
@@ -117,7 +116,13 @@ double copy_bandwidth(int reps) {
   const double ms = median_ms([&] { cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice); }, reps);
   cudaFree(src);
   cudaFree(dst);
-  return 2.0 * double(bytes) / (ms * 1e-3);
+  return ms;
+}
+
+/// Bytes/s of a large device-to-device copy, counting bytes read and written.
+double copy_bandwidth(int reps) {
+  const std::size_t bytes = std::size_t(2) << 30;
+  return 2.0 * double(bytes) / (copy_ms(bytes, reps) * 1e-3);
 }
 
 using E = __nv_bfloat16;
@@ -239,6 +244,14 @@ row decode(int B, int H, int D, int reps, double bw) {
   const auto in = x.inputs();
   const double ms = median_ms([&] { la::cuda::decode_step<la::GatedDelta>(in, x.out(), x.states()); }, reps);
   return {"GatedDelta bf16 decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};  // state read + written
+}
+
+/// A device-to-device copy of decode's state bytes (B sequences, fp32 [B, H, D, D]), timed as
+/// decode is: what moving those bytes costs at this size, launch and ramp included (the floor
+/// column assumes the bandwidth of a 2 GiB copy).
+row state_copy(int B, int H, int D, int reps, double bw) {
+  const std::size_t bytes = std::size_t(B) * H * D * D * sizeof(float);
+  return {"state copy (cudaMemcpy, decode's bytes)", B, 1, H, D, copy_ms(bytes, reps), 2.0 * double(bytes) / bw * 1e3};
 }
 
 /// The inputs of a per-key decay rule (VectorDecay or KDA): x's q, k, v (and beta) with the fp32
@@ -382,7 +395,8 @@ int main(int argc, char** argv) {
   std::vector<row> rows;
   const int shapes[][3] = {{1, 8192, 16}, {4, 4096, 16}, {8, 2048, 32}, {2, 16384, 16}, {16, 4096, 32}};
   if (decode_only > 0) {  // for profilers: the decode rows of B = decode_only
-    for (const row& r : {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw)})
+    for (const row& r : {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw),
+                         state_copy(decode_only, 16, 128, reps, bw)})
       std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
     return 0;
   }
@@ -422,6 +436,7 @@ int main(int argc, char** argv) {
   for (const auto& s : shapes) rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, true));
   rows.push_back(recurrent_row());
   for (int B : {1, 8, 32, 64, 256}) {
+    rows.push_back(state_copy(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
@@ -462,6 +477,14 @@ int main(int argc, char** argv) {
     for (const auto& d : rows)
       if (d.name == "GatedDelta bf16 decode, pool" && d.B == r.B)
         std::printf("%-44s %6d %10.2f\n", (r.name + " / decode").c_str(), r.B, r.ms / d.ms);
+  }
+  // Decode against a copy of the same bytes, per B: how near the kernel comes to moving its state.
+  std::printf("\n%-44s %6s %10s\n", "ratio (same B)", "B", "x copy");
+  for (const auto& r : rows) {
+    if (r.name.find(" decode") == std::string::npos || r.name.rfind("state copy", 0) == 0) continue;
+    for (const auto& d : rows)
+      if (d.name.rfind("state copy", 0) == 0 && d.B == r.B)
+        std::printf("%-44s %6d %10.2f\n", (r.name + " / state copy").c_str(), r.B, r.ms / d.ms);
   }
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
