@@ -28,12 +28,7 @@ bool device_present(std::string& why) {
   return true;
 }
 
-int multiprocessors() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-    throw std::runtime_error("cudaDeviceGetAttribute(cudaDevAttrMultiProcessorCount) failed");
-  return count;
-}
+int multiprocessors() { return linattn::cuda::detail::multiprocessors(); }
 
 void round_inputs(ref::problem& p, dtype t, bool float_coefficients) {
   auto round_all = [&](std::vector<double>& x) { round_values(x, t); };

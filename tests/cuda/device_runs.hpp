@@ -46,7 +46,7 @@ struct outcome {
 /// True when a CUDA device is usable; otherwise `why` says what the runtime answered.
 bool device_present(std::string& why);
 
-/// Multiprocessors of the current device (the kernels' plans choose their grids by it).
+/// Multiprocessors of the current device, as the kernels' plans count them to choose grids.
 int multiprocessors();
 
 /// Rounds the problem's inputs (q, k, v, gates, beta) to `t`, so that the float64 reference

@@ -198,13 +198,14 @@ struct token_plan {
   } workspace;
 
   token_plan(const problem& p, index_t sms, bool slabs_ok)
-      : slots(p), grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)), warps(p.N * p.HV * (p.V / 32) < sms ? 8 : 4) {
+      : slots(p), grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
+    const index_t blocks = p.N * p.HV * (p.V / 32);
+    warps = blocks < sms ? 8 : 4;
     // A grid of many waves (64 blocks per multiprocessor and more, 8 resident at a time) streams
     // its states best with the slabs of a head adjacent: measured on an H200, GatedDelta decode
     // at B = 256 (H = 16, K = V = 128) 164 -> 141 us. Below that the three-dimensional grid was
     // as fast (B <= 64). Per-key decays were slower with it (KDA at B = 256: 205 us; 172 with
     // the three-dimensional grid in an earlier run), so their calls pass `slabs_ok` false.
-    const index_t blocks = p.N * p.HV * (p.V / 32);
     if (slabs_ok && warps == 4 && blocks >= 64 * sms && blocks <= index_t(INT32_MAX)) {
       slabs_adjacent = true;
       grid = dim3(unsigned(blocks));

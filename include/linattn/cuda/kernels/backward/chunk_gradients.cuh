@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
         tile_epilogue<tile_update::add>(s.du));
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
-    tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
+    tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(
+        s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
       for (int e = 0; e < W; ++e) {
         const int i = j + e;
