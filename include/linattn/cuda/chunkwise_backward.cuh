@@ -48,9 +48,10 @@ namespace linattn::cuda {
 /// options::grad_initial_state when given. options::cu_seqlens may live in host or device
 /// memory (read on the host, which synchronises); options::chunk_size is accepted as on the
 /// CPU and does not change the result (the kernels use chunks of 32). Workspace from the
-/// library's pool: 8 K V bytes per 32 tokens and value head, plus 8 (K + V) bytes per token and
-/// value head for the delta rules and 8 K for per-key decays (12 K for KDA, and 4 K per 32
-/// tokens and value head). Throws linattn::error before
+/// library's pool: 8 K V bytes per 32 tokens and value head (4 K V for bf16 inputs with scalar or
+/// no gates, whose states are kept as bf16), plus 8 (K + V) bytes per token and value head for
+/// the delta rules (4 K + 8 V for bf16 with scalar gates) and 8 K for per-key decays (12 K for
+/// KDA, and 4 K per 32 tokens and value head). Throws linattn::error before
 /// anything is queued when an argument is invalid.
 template <rule Rule, class G>
 void chunkwise_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
@@ -65,7 +66,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   const detail::problem p = detail::validate_backward<Rule, E>(in, dout, grads, opt, cu);
   constexpr bool corrects = detail::corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
   constexpr bool register_states = detail::register_state_passes<Rule, E>;
-  const detail::backward_plan plan(p, corrects, per_key, register_states, detail::multiprocessors());
+  const detail::backward_plan<detail::workspace_state_t<Rule, E>> plan(p, corrects, per_key, register_states,
+                                                                      detail::multiprocessors());
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::backward_args<Rule, E> args(qk.inputs(), dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);

@@ -4,9 +4,11 @@
 /// backward_chunk tokens), the grids of its four passes and the typed layout of its workspace,
 /// built on the host before anything is queued.
 ///
-/// Workspace: two fp32 states per chunk and value head (the chunk-start state and the gradient
-/// of the chunk-end state, 2 K V floats per backward_chunk tokens and value head), and for the
-/// delta family four fp32 rows per token and value head (2 K + 2 V floats); per-key decays add
+/// Workspace: two states per chunk and value head (the chunk-start state and the gradient of
+/// the chunk-end state, 2 K V elements of `State` per backward_chunk tokens and value head:
+/// workspace_state_t, bf16 for bf16 inputs with scalar or no gates, else fp32), and for the
+/// delta family four rows per token and value head (W, Wb: 2 K of `State`; U, dXl: 2 V
+/// floats); per-key decays add
 /// two more (the dq and dk of each value head, 2 K floats, which first hold the state passes'
 /// decayed key and query rows), a third for the delta family (-K ⊙ Gam, K floats), and K
 /// floats per chunk and value head (the chunk's end decay).
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/problem.hpp"
@@ -27,6 +30,7 @@
 
 namespace linattn::cuda::detail {
 
+template <class State>
 struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
   int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64; with
@@ -39,8 +43,8 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   struct {
     workspace_span<span> seqs;                   // [N]
     workspace_span<span> chunks;                 // [chunks]
-    workspace_span<float> states, state_grads;   // [chunks, HV, K, V] each
-    workspace_span<float> w_fwd, w_bwd;          // [B, T, HV, K]  (delta family)
+    workspace_span<State> states, state_grads;   // [chunks, HV, K, V] each
+    workspace_span<State> w_fwd, w_bwd;          // [B, T, HV, K]  (delta family)
     workspace_span<float> u_fwd, dx_loc;         // [B, T, HV, V]  (delta family)
     workspace_span<float> dq_parts, dk_parts;    // [B, T, HV, K]  (per-key decays; first keys_end, queries_start)
     workspace_span<float> keys_start;            // [B, T, HV, K]  (per-key delta family)
@@ -65,10 +69,10 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());
     workspace.chunks = ws.take<span>(chunks.size());
-    workspace.states = ws.take<float>(state);
-    workspace.state_grads = ws.take<float>(state);
-    workspace.w_fwd = ws.take<float>(tokens * std::size_t(p.K));
-    workspace.w_bwd = ws.take<float>(tokens * std::size_t(p.K));
+    workspace.states = ws.take<State>(state);
+    workspace.state_grads = ws.take<State>(state);
+    workspace.w_fwd = ws.take<State>(tokens * std::size_t(p.K));
+    workspace.w_bwd = ws.take<State>(tokens * std::size_t(p.K));
     workspace.u_fwd = ws.take<float>(tokens * std::size_t(p.V));
     workspace.dx_loc = ws.take<float>(tokens * std::size_t(p.V));
     const std::size_t parts = per_key ? std::size_t(p.B * p.T * p.HV * p.K) : 0;
@@ -82,6 +86,7 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   /// Points the kernel arguments at the workspace `ws` and uploads the tables (stream-ordered).
   template <class Rule, class E>
   void bind(backward_args<Rule, E>& args, const scratch& ws, const problem& p, cudaStream_t stream) const {
+    static_assert(std::is_same_v<State, typename backward_args<Rule, E>::state_type>, "the plan of this call's state type");
     args.seqs = upload(ws, workspace.seqs, seqs, stream);
     args.chunks = upload(ws, workspace.chunks, chunks, stream);
     args.chunk_count = int(n_chunks);

@@ -7,6 +7,10 @@
 /// forward's chunk: the gradients do not depend on it).
 #pragma once
 
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
 #include "../../../core/backward.hpp"
 #include "../../../core/tensor_view.hpp"
 #include "../call_args.cuh"
@@ -17,9 +21,21 @@ namespace linattn::cuda::detail {
 /// warp scan and its fp32 tiles fit in shared memory beside each other.
 inline constexpr int backward_chunk = 32;
 
+/// Whether the backward's state passes keep the state in registers (state_passes_mma.cuh,
+/// else chunk_state_passes.cuh): bf16 inputs with scalar or no gates.
+template <class Rule, class T>
+inline constexpr bool register_state_passes = std::is_same_v<T, __nv_bfloat16> && Rule::decay != decay_kind::vector;
+
+/// The element type of the workspace's chunk states, state gradients and rows W, Wb: bf16
+/// where the register-resident state passes run, because every product that reads them rounds
+/// them to bf16 (the same bits, half the bytes); else fp32.
+template <class Rule, class T>
+using workspace_state_t = std::conditional_t<register_state_passes<Rule, T>, __nv_bfloat16, float>;
+
 template <class Rule, class T>
 struct backward_args : call_args<Rule, T> {
   using grads_t = gradients_t<Rule, T>;
+  using state_type = workspace_state_t<Rule, T>;
 
   tensor_view<const T, 4> dout;          // [B, T, HV, V]  dL/d(out)
   grads_t grads;                         // dq, dk [B, T, H, K], dv [B, T, HV, V], dg / dbeta [B, T, HV]
@@ -30,10 +46,12 @@ struct backward_args : call_args<Rule, T> {
   int heads_v = 0;                       // HV
   int chunk_count = 0;                   // chunks of the call
   // workspace (host/backward_plan.cuh)
-  float* states = nullptr;               // [chunks, HV, K, V]  the state at the start of every chunk (H = S^T)
-  float* state_grads = nullptr;          // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
-  tensor_view<float, 4> w_fwd, u_fwd;    // [B, T, HV, K], [B, T, HV, V]  T diag(Gam) K, T V   (delta family)
-  tensor_view<float, 4> w_bwd, dx_loc;   // [B, T, HV, K], [B, T, HV, V]  T^T diag(e) K, T^T P^T dO
+  state_type* states = nullptr;          // [chunks, HV, K, V]  the state at the start of every chunk (H = S^T)
+  state_type* state_grads = nullptr;     // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
+  tensor_view<state_type, 4> w_fwd;      // [B, T, HV, K]  T diag(Gam) K     (delta family)
+  tensor_view<float, 4> u_fwd;           // [B, T, HV, V]  T V               (U~ = U - W H)
+  tensor_view<state_type, 4> w_bwd;      // [B, T, HV, K]  T^T diag(e) K
+  tensor_view<float, 4> dx_loc;          // [B, T, HV, V]  T^T P^T dO        (dX = Wb dH + dXl)
   tensor_view<float, 4> dq_parts, dk_parts;  // [B, T, HV, K]  dQ, dK of each value head (per-key decays)
   // per-key decays, from chunk_decayed_rows for the state passes (keys_end and queries_start
   // share the memory of dq_parts and dk_parts, which pass 4 writes after the state passes)
@@ -72,13 +90,15 @@ struct backward_args : call_args<Rule, T> {
 
   /// `states` or `state_grads` as a view [chunks, HV, K, V] (row-major): chunk i's block of
   /// value head hv is (i, hv, :, :).
-  __device__ tensor_view<float, 4> chunk_states(float* base, int K, int V) const {
-    return tensor_view<float, 4>(base, {index_t(chunk_count), index_t(heads_v), index_t(K), index_t(V)},
+  template <class E>
+  __device__ tensor_view<E, 4> chunk_states(E* base, int K, int V) const {
+    return tensor_view<E, 4>(base, {index_t(chunk_count), index_t(heads_v), index_t(K), index_t(V)},
                                  {index_t(heads_v) * K * V, index_t(K) * V, index_t(V), 1});
   }
 
   /// The [K, V] block of chunk i, value head hv, in `states` or `state_grads` (row-major, K x V).
-  __device__ float* state_at(float* base, int i, index_t hv, int K, int V) const {
+  template <class E>
+  __device__ E* state_at(E* base, int i, index_t hv, int K, int V) const {
     return &chunk_states(base, K, V)(i, hv, 0, 0);
   }
 };

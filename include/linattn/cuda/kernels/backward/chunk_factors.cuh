@@ -134,13 +134,19 @@ __device__ auto workspace_or_input(const tensor_view<float, 4>& workspace, const
 }
 
 /// An epilogue for block_gemm or tile_product (any width W) that writes rows r < n of its
-/// result to x(b, t0 + r, hv, :).
-inline __device__ auto row_writer(const tensor_view<float, 4>& x, index_t b, index_t t0, index_t hv, int n) {
+/// result to x(b, t0 + r, hv, :), rounded to x's element type (fp32 or bf16).
+template <class E>
+__device__ auto row_writer(const tensor_view<E, 4>& x, index_t b, index_t t0, index_t hv, int n) {
   return [=]<int W>(int r, int j, const float (&v)[W]) {
     if (r < n) {
-      float* d = &x(b, t0 + r, hv, j);
+      E* d = &x(b, t0 + r, hv, j);
+      if constexpr (W % 2 == 0 && std::is_same_v<E, __nv_bfloat16>) {  // 4-byte pairs (j even)
 #pragma unroll
-      for (int e = 0; e < W; ++e) d[e] = v[e];
+        for (int e = 0; e < W; e += 2) *reinterpret_cast<__nv_bfloat162*>(d + e) = __floats2bfloat162_rn(v[e], v[e + 1]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < W; ++e) d[e] = from_float<E>(v[e]);
+      }
     }
   };
 }

@@ -68,6 +68,8 @@ template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chunk_gradients_kernel(backward_args<Rule, T> args) {
   using S = chunk_gradients_storage<T, K, V>;
   using P = gradient_products<T>;
+  static_assert(std::is_same_v<typename backward_args<Rule, T>::state_type, staged_state_t<S::staging>>,
+                "pass 4 stages the states in the type passes 2 and 3 write");
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
@@ -95,8 +97,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
     chunk_scores<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
     __syncthreads();
-    const float* H0 = args.state_at(args.states, ci, hv, K, V);
-    const float* dH = args.state_at(args.state_grads, ci, hv, K, V);
+    const auto* H0 = args.state_at(args.states, ci, hv, K, V);  // [K, V]
+    const auto* dH = args.state_at(args.state_grads, ci, hv, K, V);
     state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
     pieces.issue(H0, 0);
     if constexpr (delta) chunk_inverse<P, K>(s.k[0], ldk, cf, s.cr, stage);
@@ -189,20 +191,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     }
     if constexpr (gated) {
       // Gam_{n-1} <dH, H0>, in a fixed order
-      float part = 0.0f;
-      {
-        // 16-byte loads, all of a thread's in flight at once (the blocks are 256-byte aligned)
-        constexpr int quads = K * V / 4, per_thread = quads / S::threads;
-        static_assert(quads % S::threads == 0, "whole quads per thread");
-        float4 x[per_thread], y[per_thread];
-#pragma unroll
-        for (int i = 0; i < per_thread; ++i)
-          x[i] = reinterpret_cast<const float4*>(dH)[tid + i * S::threads],
-          y[i] = reinterpret_cast<const float4*>(H0)[tid + i * S::threads];
-#pragma unroll
-        for (int i = 0; i < per_thread; ++i) part += x[i].x * y[i].x + x[i].y * y[i].y + x[i].z * y[i].z + x[i].w * y[i].w;
-      }
-      part = warp_sum(part);
+      const float part = warp_sum(state_dot_part<K, V, S::threads>(dH, H0));
       if (lane == 0) s.red[warp] = part;
       // w_i += colZ_i - rowZ_i
       for (int i = warp; i < C; i += int(blockDim.x) / 32) {

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   }
   tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   __syncthreads();
-  const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
+  const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded
   tile_product<P, row_major, row_major, C, K, C, true, rows>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   __syncthreads();
   chunk_solve(s.cf, s.cr);
   tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
-  const auto rows_out = [&](const tensor_view<float, 4>& to) { return row_writer(to, b, t0, hv, n); };
+  const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // values and dO as loaded
   tile_product<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,

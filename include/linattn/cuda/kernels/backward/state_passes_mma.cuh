@@ -20,10 +20,10 @@
 ///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dXt diag(Gam) K
 ///
 /// The diagonal factors scale the A operands (a lane's tokens), so every row tile is copied
-/// as it is: q, k, v and dO as bf16 (ldmatrix), pass 1's fp32 rows W, U, Wb, dXl as fp32,
-/// rounded to bf16 as a warp reads its fragment. Every product operand is then rounded to
-/// bf16 once, as in the forward's 16-bit state pass; the sums stay fp32. The states go to the
-/// workspace in fp32, as pass 4 reads them.
+/// as it is: q, k, v, dO and pass 1's rows W, Wb as bf16 (ldmatrix or 4-byte fragment loads),
+/// U and dXl as fp32 (each added to a product in fp32). Every product operand is then rounded
+/// to bf16 once, as in the forward's 16-bit state pass; the sums stay fp32. The states go to
+/// the workspace as bf16 (workspace_state_t), the rounding pass 4's products give them anyway.
 #pragma once
 
 #include <cstdint>
@@ -37,10 +37,6 @@
 #include "chunk_factors.cuh"
 
 namespace linattn::cuda::detail {
-
-/// Whether the backward's state passes run here (else chunk_state_passes.cuh).
-template <class Rule, class T>
-inline constexpr bool register_state_passes = std::is_same_v<T, __nv_bfloat16> && Rule::decay != decay_kind::vector;
 
 /// Warps per group of 16 value columns in the register-resident state passes, by groups per
 /// block: blocks of 1 or 2 groups (calls with few sequences x heads) split each group's keys
@@ -64,7 +60,7 @@ struct alignas(16) state_rows_forward {
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
   static constexpr int ldk = K + pad<T>, ldw = K + 8, ldv = BV + pad<value_type>;  // conflict-free fragment reads
   T keys[C][ldk];                   // [C, K]   k
-  float w[DC][ldw];                 // [C, K]   W (delta family)
+  T w[DC][ldw];                     // [C, K]   W (delta family)
   value_type values[C][ldv];        // [C, BV]  U or V
 };
 
@@ -75,7 +71,7 @@ struct alignas(16) state_rows_reverse {
   static constexpr int ldk = K + pad<T>, ldw = K + 8, ldo = BV + pad<T>, ldx = BV + 4;
   T queries[C][ldk];                // [C, K]   q
   T keys[DC][ldk];                  // [C, K]   k (delta family)
-  float wb[DC][ldw];                // [C, K]   Wb
+  T wb[DC][ldw];                    // [C, K]   Wb
   T dout[C][ldo];                   // [C, BV]  dO
   float dxl[DC][ldx];               // [C, BV]  dXl
 };
@@ -134,9 +130,9 @@ __device__ inline void token_factors(float (&f)[4], float x, int q, int t) {
 }
 
 /// acc[16, C] (+)= Ht X^T over K keys: A = the registers of Ht [16, K] (rounded to T), B =
-/// K columns of a row-major fp32 tile X [C, ·] of the chunk from `x`.
+/// K columns of a row-major 16-bit tile X [C, ·] of the chunk from `x`.
 template <class T, int K>
-__device__ inline void state_times_rows(float (&acc)[backward_chunk / 8][4], const float (&ht)[K / 8][4], const float* x,
+__device__ inline void state_times_rows(float (&acc)[backward_chunk / 8][4], const float (&ht)[K / 8][4], const T* x,
                                         int ld, int lane) {
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {
@@ -145,7 +141,7 @@ __device__ inline void state_times_rows(float (&acc)[backward_chunk / 8][4], con
 #pragma unroll
     for (int nt = 0; nt < backward_chunk / 8; ++nt) {
       std::uint32_t b0, b1;
-      fp32_b_fragment<T>(b0, b1, x, ld, 8 * nt, 16 * ks, lane);
+      b_fragment_16bit(b0, b1, x, ld, 8 * nt, 16 * ks, lane);
       mma_16816<T>(acc[nt], a, b0, b1);
     }
   }
@@ -179,7 +175,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
   const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
   const auto issue = [&](R& buf, int t0, int n) {
     load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
-    if constexpr (delta) load_rows<C, K, Th>(buf.w[0], R::ldw, tensor_view<const float, 4>(args.w_fwd), b, t0, n, hv);
+    if constexpr (delta) load_rows<C, K, Th>(buf.w[0], R::ldw, tensor_view<const T, 4>(args.w_fwd), b, t0, n, hv);
     load_rows<C, BV, Th>(buf.values[0], R::ldv, values, b, t0, n, hv, v0);
     commit_copies();
     return lane_gate(args, b, t0, n, hv);
@@ -194,8 +190,8 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     const float gate = gate_next;
     if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], t0 + C, min(C, end - t0 - C));
     const R& buf = storage.forward[c % 2];
-    float* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = ht[nt][e]; });
+    T* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = from_float<T>(ht[nt][e]); });
     float last;
     const float run = gate_cumsum(gate, lane, last);
     const float to_end = expf(fminf(last - run, 0.0f));  // e of the lane's token
@@ -246,7 +242,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     load_rows<C, BV, Th>(buf.dout[0], R::ldo, args.dout, b, t0, n, hv, v0);
     if constexpr (delta) {
       load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
-      load_rows<C, K, Th>(buf.wb[0], R::ldw, tensor_view<const float, 4>(args.w_bwd), b, t0, n, hv);
+      load_rows<C, K, Th>(buf.wb[0], R::ldw, tensor_view<const T, 4>(args.w_bwd), b, t0, n, hv);
       load_rows<C, BV, Th>(buf.dxl[0], R::ldx, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv, v0);
     }
     commit_copies();
@@ -262,8 +258,8 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     const float gate = gate_next;
     if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
     const R& buf = storage.reverse[step % 2];
-    float* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = dh[nt][e]; });
+    T* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = from_float<T>(dh[nt][e]); });
     float last;
     const float gam = expf(gate_cumsum(gate, lane, last));  // Gam of the lane's token
 
@@ -298,6 +294,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
 
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_passes_mma_kernel(backward_args<Rule, T> args) {
+  static_assert(std::is_same_v<typename backward_args<Rule, T>::state_type, T>, "the workspace holds the states as bf16");
   static_assert(V % (16 * Groups) == 0, "whole blocks of value columns");
   static_assert(K % (16 * Split) == 0, "each warp takes whole 16-key steps");
   extern __shared__ __align__(128) unsigned char dynamic_smem[];

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Backward pass 4's products with a chunk state S [K, V] (the chunk-start state H0 or the
-/// gradient dH of the chunk-end state, fp32 in the workspace), grouped in phases that share
-/// one state:
+/// gradient dH of the chunk-end state, in the workspace: workspace_state_t), grouped in phases
+/// that share one state:
 ///
 ///   rows job     out[C, V]  (=|+=)  sign diag(f) A S       A [C, K]  (K H0, K dH)
 ///   columns job  acc[C, K]  +=      sign diag(f) B S^T     B [C, V]  (dO H0^T, U dH^T, dX H0^T)
@@ -11,8 +11,8 @@
 /// Two ways to take them, picked by the input type:
 ///  - `state_staging::global` (fp32 and fp16 inputs): WMMA block products (block_gemm.cuh) that
 ///    read S from the workspace, one TF32 product per step for fp16 (three for fp32);
-///  - `state_staging::bf16_halves` (bf16 inputs): S staged in shared memory half by half
-///    (K / 2 rows at a time) as bf16, and warp-level mma.sync m16n8k16 products with the fp32
+///  - `state_staging::bf16_halves` (bf16 inputs): S, bf16 in the workspace, staged in shared
+///    memory half by half (K / 2 rows at a time), and warp-level mma.sync m16n8k16 products with the fp32
 ///    tiles rounded to bf16 as they are read. The states then share the 16-bit rounding of
 ///    every other operand of a bf16 call; the products convert no fragment element by element
 ///    and hand no result tile through shared memory.
@@ -75,8 +75,12 @@ struct state_phase_storage<state_staging::bf16_halves, K, V> {
   float dot_parts[backward_chunk][K / 8];        // [C, K/8]  the dots per 8-column block
 };
 
+/// The element type of the states a staging reads from the workspace.
+template <state_staging How>
+using staged_state_t = std::conditional_t<How == state_staging::bf16_halves, __nv_bfloat16, float>;
+
 /// The pieces of one half of a state on their way to shared memory, in registers between
-/// `issue` (the loads, rows [h K/2, (h+1) K/2) of S) and `store` (as bf16), so that the loads of
+/// `issue` (the 16-byte loads, rows [h K/2, (h+1) K/2) of S) and `store`, so that the loads of
 /// the next half or state overlap the products on the current one. Nothing to stage for
 /// `state_staging::global`.
 template <state_staging How, int K, int V, int Threads>
@@ -87,24 +91,53 @@ struct state_pieces {
 template <int K, int V, int Threads>
 struct state_pieces<state_staging::bf16_halves, K, V, Threads> {
   static constexpr int half = state_phase_storage<state_staging::bf16_halves, K, V>::rows;
-  static constexpr int quads = half * V / 4, per_thread = quads / Threads;
-  static_assert(quads % Threads == 0, "whole 16-byte pieces per thread");
-  float4 piece[per_thread];
+  static constexpr int pieces = half * V / 8, per_thread = (pieces + Threads - 1) / Threads;  // 8 bf16 a piece
+  static_assert(pieces % Threads == 0 || per_thread == 1, "whole 16-byte pieces per thread, or one at most");
+  uint4 piece[per_thread];
 
-  __device__ void issue(const float* S, int h) {
-    const float4* src = reinterpret_cast<const float4*>(S + index_t(h) * half * V);
+  __device__ void issue(const __nv_bfloat16* S, int h) {
+    const uint4* src = reinterpret_cast<const uint4*>(S + index_t(h) * half * V);
 #pragma unroll
-    for (int i = 0; i < per_thread; ++i) piece[i] = src[int(threadIdx.x) + i * Threads];
+    for (int i = 0; i < per_thread; ++i)
+      if (pieces % Threads == 0 || int(threadIdx.x) < pieces) piece[i] = src[int(threadIdx.x) + i * Threads];
   }
   __device__ void store(state_phase_storage<state_staging::bf16_halves, K, V>& st) const {
 #pragma unroll
     for (int i = 0; i < per_thread; ++i) {
-      const int e = int(threadIdx.x) + i * Threads, r = e / (V / 4), c = (e % (V / 4)) * 4;
-      *reinterpret_cast<uint2*>(&st.half[r][c]) = make_uint2(pack2<__nv_bfloat16>(piece[i].x, piece[i].y),
-                                                             pack2<__nv_bfloat16>(piece[i].z, piece[i].w));
+      const int e = int(threadIdx.x) + i * Threads, r = e / (V / 8), c = (e % (V / 8)) * 8;
+      if (pieces % Threads == 0 || e < pieces) *reinterpret_cast<uint4*>(&st.half[r][c]) = piece[i];
     }
   }
 };
+
+/// This thread's part of <A, B> over two states [K, V] of the workspace (16-byte pieces, the
+/// thread's at tid, tid + Threads, ...; all its loads in flight at once), summed in fp32 in a
+/// fixed order. The blocks are 256-byte aligned.
+template <int K, int V, int Threads, class E>
+__device__ float state_dot_part(const E* a, const E* b) {
+  constexpr int per_piece = 16 / int(sizeof(E)), pieces = K * V / per_piece, per_thread = pieces / Threads;
+  static_assert(pieces % Threads == 0, "whole 16-byte pieces per thread");
+  uint4 x[per_thread], y[per_thread];
+#pragma unroll
+  for (int i = 0; i < per_thread; ++i)
+    x[i] = reinterpret_cast<const uint4*>(a)[int(threadIdx.x) + i * Threads],
+    y[i] = reinterpret_cast<const uint4*>(b)[int(threadIdx.x) + i * Threads];
+  float part = 0.0f;
+#pragma unroll
+  for (int i = 0; i < per_thread; ++i) {
+    const std::uint32_t xs[4] = {x[i].x, x[i].y, x[i].z, x[i].w}, ys[4] = {y[i].x, y[i].y, y[i].z, y[i].w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      if constexpr (std::is_same_v<E, float>) {
+        part += __uint_as_float(xs[w]) * __uint_as_float(ys[w]);
+      } else {
+        const float2 u = unpack2<E>(xs[w]), v = unpack2<E>(ys[w]);
+        part += u.x * v.x + u.y * v.y;
+      }
+    }
+  }
+  return part;
+}
 
 /// dots[r] (= or +=) <rows_r, tmp_r> and acc_r += tmp_r, one warp per row; the caller synchronises.
 template <int D>
@@ -123,13 +156,14 @@ __device__ void row_dots_accumulate(const float* rows, const float* tmp, float* 
   }
 }
 
-/// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, fp32), whose first
-/// half `pieces` holds (issued by the caller or the phase before); `pieces` then holds the
+/// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, staged_state_t), whose
+/// first half `pieces` holds (issued by the caller or the phase before); `pieces` then holds the
 /// first half of `next` when it is given. Runs on the whole block and ends synchronised; the
 /// caller synchronises before it (its tiles complete).
 template <state_staging How, class P, int K, int V, int Threads>
-__device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How, K, V, Threads>& pieces, const float* S,
-                            const float* next, const state_rows_job* rows, const state_columns_job& cols, float* stage) {
+__device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How, K, V, Threads>& pieces,
+                            const staged_state_t<How>* S, const staged_state_t<How>* next, const state_rows_job* rows,
+                            const state_columns_job& cols, float* stage) {
   constexpr int C = backward_chunk;
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
   if constexpr (How == state_staging::global) {
