@@ -140,18 +140,6 @@ __device__ inline void fp32_a_fragment(std::uint32_t (&a)[4], const float* tile,
   fp32_a_fragment<T>(a, tile, ld, r0, k0, lane, {1.0f, 1.0f, 1.0f, 1.0f});
 }
 
-/// The B fragment (b0, b1) of n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of a 16-bit tile
-/// stored [n, k] (row-major, row stride ld elements, even): two 4-byte loads per lane,
-/// conflict-free when ld is 8 modulo 64.
-template <class T>
-__device__ inline void b_fragment_16bit(std::uint32_t& b0, std::uint32_t& b1, const T* tile, int ld, int n0, int k0,
-                                        int lane) {
-  static_assert(sizeof(T) == 2, "a 16-bit tile");
-  const T* row = tile + (n0 + lane / 4) * ld + k0 + 2 * (lane % 4);
-  b0 = *reinterpret_cast<const std::uint32_t*>(row);
-  b1 = *reinterpret_cast<const std::uint32_t*>(row + 8);
-}
-
 /// The B fragment (b0, b1) of n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of an fp32 tile
 /// stored [n, k] (row-major, row stride ld), rounded to T: two 8-byte loads per lane.
 template <class T>

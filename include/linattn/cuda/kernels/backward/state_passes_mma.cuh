@@ -58,9 +58,9 @@ template <class T, int K, int BV, bool Delta>
 struct alignas(16) state_rows_forward {
   using value_type = std::conditional_t<Delta, float, T>;  // U (pass 1, fp32) or V
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
-  static constexpr int ldk = K + pad<T>, ldw = K + 8, ldv = BV + pad<value_type>;  // conflict-free fragment reads
+  static constexpr int ldk = K + pad<T>, ldv = BV + pad<value_type>;  // conflict-free fragment reads
   T keys[C][ldk];                   // [C, K]   k
-  T w[DC][ldw];                     // [C, K]   W (delta family)
+  T w[DC][ldk];                     // [C, K]   W (delta family)
   value_type values[C][ldv];        // [C, BV]  U or V
 };
 
@@ -68,10 +68,10 @@ struct alignas(16) state_rows_forward {
 template <class T, int K, int BV, bool Delta>
 struct alignas(16) state_rows_reverse {
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
-  static constexpr int ldk = K + pad<T>, ldw = K + 8, ldo = BV + pad<T>, ldx = BV + 4;
+  static constexpr int ldk = K + pad<T>, ldo = BV + pad<T>, ldx = BV + 4;
   T queries[C][ldk];                // [C, K]   q
   T keys[DC][ldk];                  // [C, K]   k (delta family)
-  T wb[DC][ldw];                    // [C, K]   Wb
+  T wb[DC][ldk];                    // [C, K]   Wb
   T dout[C][ldo];                   // [C, BV]  dO
   float dxl[DC][ldx];               // [C, BV]  dXl
 };
@@ -130,20 +130,19 @@ __device__ inline void token_factors(float (&f)[4], float x, int q, int t) {
 }
 
 /// acc[16, C] (+)= Ht X^T over K keys: A = the registers of Ht [16, K] (rounded to T), B =
-/// K columns of a row-major 16-bit tile X [C, ·] of the chunk from `x`.
+/// K columns of a row-major 16-bit tile X [C, ·] of the chunk from `x` (16-byte aligned rows),
+/// two n-tiles per ldmatrix.
 template <class T, int K>
 __device__ inline void state_times_rows(float (&acc)[backward_chunk / 8][4], const float (&ht)[K / 8][4], const T* x,
                                         int ld, int lane) {
+  const ldm_lane bl = ldm_lane::b_tiles(lane);
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {
     std::uint32_t a[4];
     pack_a<T>(a, ht[2 * ks], ht[2 * ks + 1]);
 #pragma unroll
-    for (int nt = 0; nt < backward_chunk / 8; ++nt) {
-      std::uint32_t b0, b1;
-      b_fragment_16bit(b0, b1, x, ld, 8 * nt, 16 * ks, lane);
-      mma_16816<T>(acc[nt], a, b0, b1);
-    }
+    for (int nt = 0; nt < backward_chunk / 8; nt += 2)
+      mma_pair_ldm<T>(acc[nt], acc[nt + 1], a, x + (8 * nt + bl.row) * ld + 16 * ks + bl.col);
   }
 }
 
@@ -175,7 +174,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
   const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
   const auto issue = [&](R& buf, int t0, int n) {
     load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
-    if constexpr (delta) load_rows<C, K, Th>(buf.w[0], R::ldw, tensor_view<const T, 4>(args.w_fwd), b, t0, n, hv);
+    if constexpr (delta) load_rows<C, K, Th>(buf.w[0], R::ldk, tensor_view<const T, 4>(args.w_fwd), b, t0, n, hv);
     load_rows<C, BV, Th>(buf.values[0], R::ldv, values, b, t0, n, hv, v0);
     commit_copies();
     return lane_gate(args, b, t0, n, hv);
@@ -198,7 +197,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 
     float x[CT][4] = {};  // U~t [16, C]
     if constexpr (delta) {
-      state_times_rows<T, KP>(x, ht, buf.w[0] + k0, R::ldw, lane);
+      state_times_rows<T, KP>(x, ht, buf.w[0] + k0, R::ldk, lane);
       if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, warp, group, lane);
     }
 #pragma unroll
@@ -242,7 +241,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     load_rows<C, BV, Th>(buf.dout[0], R::ldo, args.dout, b, t0, n, hv, v0);
     if constexpr (delta) {
       load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
-      load_rows<C, K, Th>(buf.wb[0], R::ldw, tensor_view<const T, 4>(args.w_bwd), b, t0, n, hv);
+      load_rows<C, K, Th>(buf.wb[0], R::ldk, tensor_view<const T, 4>(args.w_bwd), b, t0, n, hv);
       load_rows<C, BV, Th>(buf.dxl[0], R::ldx, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv, v0);
     }
     commit_copies();
@@ -265,7 +264,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
 
     float x[CT][4] = {};  // dXt [16, C]
     if constexpr (delta) {
-      state_times_rows<T, KP>(x, dh, buf.wb[0] + k0, R::ldw, lane);
+      state_times_rows<T, KP>(x, dh, buf.wb[0] + k0, R::ldk, lane);
       if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, warp, group, lane);
 #pragma unroll
       for (int nt = 0; nt < CT; ++nt)
