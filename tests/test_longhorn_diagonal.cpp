@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "support/cases.hpp"
 #include "support/catch.hpp"
@@ -103,6 +104,29 @@ TEST_CASE("LonghornDiagonal's gates: log1p_nonpositive within 4 ulp of std::log1
   CHECK(worst <= 4.0);
   CHECK(la::log1p_nonpositive(-1.0) == -std::numeric_limits<double>::infinity());
   CHECK(std::signbit(la::log1p_nonpositive(-0.0)));
+}
+
+TEST_CASE("LonghornDiagonal's key norm: squared_norm in double, the same bits for any stride", "[longhorn][gates]") {
+  // Rows of 1 to 130 floats from 1e-3 to 1e3 long, contiguous and every third element of a
+  // longer buffer: within the rounding bound of its additions (the squares of floats are exact
+  // in double; each sum passes through at most n / 8 + 3 of them) of a long-double sum, and
+  // the two layouts give the same bits.
+  std::mt19937_64 rng(66);
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<double> exponent(-3.0, 3.0);
+  for (std::ptrdiff_t n = 1; n <= 130; ++n) {
+    const float scale = float(std::pow(10.0, exponent(rng)));
+    std::vector<float> row(std::size_t(n)), strided(std::size_t(3 * n), std::numeric_limits<float>::quiet_NaN());
+    long double want = 0;
+    for (std::ptrdiff_t d = 0; d < n; ++d) {
+      row[std::size_t(d)] = strided[std::size_t(3 * d)] = scale * normal(rng);
+      want += static_cast<long double>(row[std::size_t(d)]) * row[std::size_t(d)];
+    }
+    const double got = la::squared_norm(row.data(), 1, n);
+    CAPTURE(n);
+    CHECK(std::abs(got - double(want)) <= double(n / 8 + 4) * std::numeric_limits<double>::epsilon() * double(want));
+    CHECK(la::squared_norm(strided.data(), 3, n) == got);
+  }
 }
 
 TEST_CASE("LonghornDiagonal validation names delta and writes nothing", "[longhorn][validation]") {

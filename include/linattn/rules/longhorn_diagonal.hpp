@@ -36,12 +36,7 @@ struct LonghornDiagonal {
   /// eps_t = delta_t / (1 + delta_t ||k_t||^2) of token t for value head hv, in double.
   template <class T>
   static double epsilon(const inputs<T>& in, index_t b, index_t t, index_t hv) {
-    const index_t h = key_head(in, hv);
-    double kk = 0;
-    for (index_t d = 0; d < in.k.extent(3); ++d) {
-      const double x = static_cast<double>(in.k(b, t, h, d));
-      kk += x * x;
-    }
+    const double kk = squared_norm(&in.k(b, t, key_head(in, hv), 0), in.k.stride(3), in.k.extent(3));
     const double delta = static_cast<double>(in.delta(b, t, hv));
     return delta / (1.0 + delta * kk);
   }
