@@ -491,9 +491,9 @@ void register_all(mode m) {
     add_rules<Delta, Longhorn, LonghornDiagonal, NLMS, KDA, RWKV7, mLSTM>(shape{1, 4096, 8, 128, 128, 64}, {16, 64}, {1}, true,
                                                                        r);
     // n_h = 2: the parallel form would be one 8192-sub-step system per head (O(L^2) memory).
-    add_rules<DeltaProduct, GatedDeltaProduct>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
+    add_rules<DeltaProduct, GatedDeltaProduct>(shape{1, 4096, 8, 128, 128, 64}, {16, 32, 64}, {1}, false, r);
     // Mamba: the T x T form costs T^2 K V / 2 exponentials per head (1.1e12 here): not run.
-    add_rules<Mamba>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
+    add_rules<Mamba>(shape{1, 4096, 8, 128, 128, 64}, {16, 64}, {1}, false, r);
     // RLS (state [K, V + K]): the parallel form is one K x K Cholesky per token, O(L K^3): not run.
     add_rules<RLS>(shape{1, 4096, 8, 128, 128, 64}, {64}, {1}, false, r);
     add_row("Mamba_exps_only", row_info{"", form::recurrent, shape{}, 0});

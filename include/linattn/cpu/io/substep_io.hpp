@@ -37,10 +37,12 @@ struct last_substep_output {
 template <class T, class Dst, class A>
 void load_rows(const substep_rows<T>& in, index_t b, index_t t0, index_t head, index_t rows, Dst& dst, A factor) {
   const auto& x = in.x;
-  const index_t n = x.extent(2);
+  const index_t n = x.extent(2), D = x.extent(4), sd = x.stride(4);
   for (index_t r = 0; r < rows; ++r) {
-    const index_t s = t0 + r;
-    load_row(&x(b, s / n, s % n, head, 0), x.extent(4), x.stride(4), dst.row(r), factor);
+    const index_t s = t0 + r, ahead = s + rows_ahead;
+    if (sd == 1 && r + rows_ahead < rows)  // as load_rows of a [B, T, heads, D] view
+      prefetch_bytes(&x(b, ahead / n, ahead % n, head, 0), D * index_t(sizeof(T)), false);
+    load_row(&x(b, s / n, s % n, head, 0), D, sd, dst.row(r), factor);
   }
 }
 
@@ -48,10 +50,12 @@ void load_rows(const substep_rows<T>& in, index_t b, index_t t0, index_t head, i
 template <class T, class Dst, class A>
 void load_rows(const last_substep_rows<T>& in, index_t b, index_t t0, index_t head, index_t rows, Dst& dst,
                A factor) {
-  const index_t n = in.steps;
+  const index_t n = in.steps, D = in.x.extent(3), sd = in.x.stride(3);
   for (index_t r = 0; r < rows; ++r) {
-    const index_t s = t0 + r;
-    if (s % n == n - 1) load_row(&in.x(b, s / n, head, 0), in.x.extent(3), in.x.stride(3), dst.row(r), factor);
+    const index_t s = t0 + r, ahead = s + rows_ahead;
+    if (sd == 1 && r + rows_ahead < rows && ahead % n == n - 1)
+      prefetch_bytes(&in.x(b, ahead / n, head, 0), D * index_t(sizeof(T)), false);
+    if (s % n == n - 1) load_row(&in.x(b, s / n, head, 0), D, sd, dst.row(r), factor);
     else dst.row(r).setZero();
   }
 }
@@ -59,9 +63,12 @@ void load_rows(const last_substep_rows<T>& in, index_t b, index_t t0, index_t he
 /// The rows of sub-steps [t0, t0 + rows) that end a token go to that token's output row.
 template <class T, class Src>
 void store_rows(const last_substep_output<T>& out, index_t b, index_t t0, index_t head, index_t rows, const Src& src) {
-  const index_t n = out.steps;
-  for (index_t r = n - 1 - t0 % n; r < rows; r += n)
-    store_row(&out.x(b, (t0 + r) / n, head, 0), out.x.extent(3), out.x.stride(3), src.row(r));
+  const index_t n = out.steps, D = out.x.extent(3), sd = out.x.stride(3);
+  for (index_t r = n - 1 - t0 % n; r < rows; r += n) {
+    if (sd == 1 && r + rows_ahead < rows)  // the row of the token rows_ahead / n tokens on
+      prefetch_bytes(&out.x(b, (t0 + r) / n + rows_ahead / n, head, 0), D * index_t(sizeof(T)), true);
+    store_row(&out.x(b, (t0 + r) / n, head, 0), D, sd, src.row(r));
+  }
 }
 
 }  // namespace linattn::cpu
