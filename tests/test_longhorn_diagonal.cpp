@@ -116,11 +116,12 @@ TEST_CASE("LonghornDiagonal's key norm: squared_norm in double, the same bits fo
   std::uniform_real_distribution<double> exponent(-3.0, 3.0);
   for (std::ptrdiff_t n = 1; n <= 130; ++n) {
     const float scale = float(std::pow(10.0, exponent(rng)));
-    std::vector<float> row(std::size_t(n)), strided(std::size_t(3 * n), std::numeric_limits<float>::quiet_NaN());
+    const auto m = static_cast<std::size_t>(n);
+    std::vector<float> row(m), strided(3 * m, std::numeric_limits<float>::quiet_NaN());
     long double want = 0;
-    for (std::ptrdiff_t d = 0; d < n; ++d) {
-      row[std::size_t(d)] = strided[std::size_t(3 * d)] = scale * normal(rng);
-      want += static_cast<long double>(row[std::size_t(d)]) * row[std::size_t(d)];
+    for (std::size_t d = 0; d < m; ++d) {
+      row[d] = strided[3 * d] = scale * normal(rng);
+      want += static_cast<long double>(row[d]) * row[d];
     }
     const double got = la::squared_norm(row.data(), 1, n);
     CAPTURE(n);
