@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Elementwise functions written without branches, so that a loop over them compiles to SIMD
-/// code (the C library's versions are calls, one element at a time). They are for per-element
-/// work inside the rules, e.g. one log per key dimension and token.
+/// The rules' per-element work written so that it compiles to SIMD code: elementwise functions
+/// without branches (the C library's versions are calls, one element at a time), e.g. one log
+/// per key dimension and token, and a row's sum of squares as independent partial sums (one
+/// dependent add per element would bound it by the add's latency).
 #pragma once
 
 #include <bit>
