@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Sums over the 32 lanes of a warp in fp32 registers (shuffles): the total, in every lane,
-/// and each lane's inclusive prefix sum.
+/// and each lane's inclusive prefix or suffix sum.
 #pragma once
 
 namespace linattn::cuda::detail {
@@ -19,6 +19,16 @@ __device__ inline float warp_prefix_sum(float x, int lane) {
   for (int o = 1; o < 32; o <<= 1) {
     const float up = __shfl_up_sync(0xffffffffu, x, o);
     if (lane >= o) x += up;
+  }
+  return x;
+}
+
+/// x of lanes lane..31 summed, in lane `lane` (a warp scan from the last lane down).
+__device__ inline float warp_suffix_sum(float x, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float down = __shfl_down_sync(0xffffffffu, x, o);
+    if (lane + o < 32) x += down;
   }
   return x;
 }

@@ -242,33 +242,59 @@ __device__ inline float decay_between(const chunk_coefficients& cf, int r, int i
   return expf(fminf(cf.b[r] - cf.b[i], 0.0f));
 }
 
-/// ||k_r||^2 and beta_r of the chunk's rows (one warp per row) from its key tile. The caller
-/// synchronises.
+/// ||k_r||^2 and beta_r of the chunk's rows from its key tile: warp w takes rows w, w + warps,
+/// ... (a warp sum each), lane i keeping the norm of its i-th row, then its lanes read those
+/// rows' betas at once, so that their loads wait one memory latency, not one per row. The
+/// caller synchronises.
 template <int K, class Rule, class T>
 __device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficients& cf, const float* keys, int ldk,
                             index_t b, index_t t0, int n, index_t hv) {
-  const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
-  for (int r = int(threadIdx.x) / 32; r < backward_chunk; r += warps) {
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
+  float mine = 0.0f;  // ||k||^2 of the warp's row `lane`
+  int rows = 0;
+  for (int r = warp; r < backward_chunk; r += warps, ++rows) {
     float kk = 0.0f;
     for (int i = lane; i < K; i += 32) kk += keys[r * ldk + i] * keys[r * ldk + i];
     kk = warp_sum(kk);
-    if (lane == 0) {
-      cf.sq[r] = kk;
-      cf.beta[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, kk) : 0.0f;
-    }
+    if (lane == rows) mine = kk;
+  }
+  if (lane < rows) {
+    const int r = warp + lane * warps;
+    cf.sq[r] = mine;
+    cf.beta[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, mine) : 0.0f;
   }
 }
 
-/// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld). The
-/// keys are the rows as loaded (exact_operands), as in chunk_inverse.
+/// The epilogue of P = Q K^T ⊙ D: p [C, C] (ld chunk_corrections::ld) on and below the
+/// diagonal, 0 above.
+__device__ inline auto scores_epilogue(const chunk_coefficients& cf, float* p) {
+  return [&cf, p]<int W>(int r, int j, const float (&x)[W]) {
+    constexpr int ld = chunk_corrections::ld;
+#pragma unroll
+    for (int e = 0; e < W; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+  };
+}
+
+/// The epilogue of G = stril(K K^T ⊙ D): g [C, C] (ld chunk_corrections::ld), 0 on and above
+/// the diagonal.
+__device__ inline auto gram_epilogue(const chunk_coefficients& cf, float* g) {
+  return [&cf, g]<int W>(int r, int j, const float (&x)[W]) {
+    constexpr int ld = chunk_corrections::ld;
+#pragma unroll
+    for (int e = 0; e < W; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+  };
+}
+
+/// The exact operands (warp_gemm.cuh) of the scores Q K^T (the keys as loaded) and of K K^T.
+inline constexpr exact_operands scores_exact = exact_operands::b, gram_exact = exact_operands::both;
+
+/// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld).
 template <class P, int K>
 __device__ void chunk_scores(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf, float* p,
                              float* stage) {
-  constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  tile_product_split_k<P, row_major, col_major, C, C, K, exact_operands::b>(queries, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
-#pragma unroll
-    for (int e = 0; e < W; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
-  });
+  constexpr int C = backward_chunk;
+  tile_product_split_k<P, row_major, col_major, C, C, K, scores_exact>(queries, ldk, keys, ldk, stage,
+                                                                       scores_epilogue(cf, p));
 }
 
 /// M and T of the chunk (chunk_corrections) from its G and betas (visible to the block): M by
@@ -295,18 +321,29 @@ __device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_correctio
   __syncthreads();
 }
 
-/// G, M and T of the chunk (chunk_corrections) from its keys, b and betas (visible to the
-/// block). Ends synchronised.
+/// P (chunk_scores) and G = stril(K K^T ⊙ D) (chunk_corrections) from the same tiles, b
+/// visible to the block. With mma_16bit products the two [C, C] products (8 units of 16 x 8
+/// each, a unit over the whole Kd) run side by side on the two halves of the block's warps,
+/// with one barrier after both; each unit's bits are as when the products run one after the
+/// other, which the WMMA policies do. Ends synchronised; chunk_solve then gives M and T.
 template <class P, int K>
-__device__ void chunk_inverse(const float* keys, int ldk, const chunk_coefficients& cf, chunk_corrections& cr, float* stage) {
-  constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  float* g = cr.g[0];
-  tile_product_split_k<P, row_major, col_major, C, C, K, exact_operands::both>(keys, ldk, keys, ldk, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
-#pragma unroll
-    for (int e = 0; e < W; ++e) g[r * ld + j + e] = j + e < r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
-  });
+__device__ void chunk_scores_gram(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf,
+                                  float* p, chunk_corrections& cr, float* stage) {
+  constexpr int C = backward_chunk;
+  if constexpr (is_mma_16bit<P>) {
+    using T = typename P::type;
+    const int half = int(blockDim.x) / 64;
+    warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, scores_exact>(queries, ldk, keys, ldk,
+                                                                               scores_epilogue(cf, p), 0, half);
+    warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, gram_exact>(keys, ldk, keys, ldk,
+                                                                             gram_epilogue(cf, cr.g[0]), half, half);
+  } else {
+    chunk_scores<P, K>(queries, keys, ldk, cf, p, stage);
+    __syncthreads();
+    tile_product_split_k<P, row_major, col_major, C, C, K, gram_exact>(keys, ldk, keys, ldk, stage,
+                                                                       gram_epilogue(cf, cr.g[0]));
+  }
   __syncthreads();
-  chunk_solve(cf, cr);
 }
 
 }  // namespace linattn::cuda::detail

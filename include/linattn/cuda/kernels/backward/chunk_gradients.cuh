@@ -54,13 +54,40 @@ struct chunk_gradients_storage {
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
 };
 
-/// Writes rows r < n of a [C, D] fp32 tile, times `scale`, to x(b, t0 + r, h, 0..D).
+/// Writes rows r < n of a [C, D] fp32 tile (ld floats per row), times `scale`, to
+/// x(b, t0 + r, h, 0..D): per thread and step, 16-byte loads of the tile and one 16-byte store
+/// of 16 / sizeof(T) elements where x's rows are contiguous and 16-byte aligned (as chunk_rows
+/// reads them) and so are the tile's, else element by element. The same values either way.
 template <int D, class T>
 __device__ void store_tile(const tensor_view<T, 4>& x, const float* tile, int ld, index_t b, index_t t0, int n, index_t h,
                            float scale = 1.0f) {
-  for (int e = int(threadIdx.x); e < backward_chunk * D; e += int(blockDim.x)) {
-    const int r = e / D, c = e % D;
-    if (r < n) x(b, t0 + r, h, c) = from_float<T>(scale * tile[r * ld + c]);
+  constexpr int vec = 16 / int(sizeof(T)), per_row = D / vec;
+  static_assert(D % vec == 0 && vec % 4 == 0, "whole 16-byte pieces per row");
+  const bool direct = x.stride(3) == 1 && (x.stride(1) * index_t(sizeof(T))) % 16 == 0 &&
+                      (reinterpret_cast<std::uintptr_t>(&x(b, t0, h, 0)) % 16) == 0 && ld % 4 == 0 &&
+                      (reinterpret_cast<std::uintptr_t>(tile) % 16) == 0;
+  if (direct) {
+    union piece {
+      uint4 raw;
+      T e[vec];
+    };
+    for (int e = int(threadIdx.x); e < n * per_row; e += int(blockDim.x)) {
+      const int r = e / per_row, c = (e % per_row) * vec;
+      const float4* row = reinterpret_cast<const float4*>(tile + r * ld + c);
+      piece p;
+#pragma unroll
+      for (int m = 0; m < vec / 4; ++m) {
+        const float4 y = row[m];
+        p.e[4 * m] = from_float<T>(scale * y.x), p.e[4 * m + 1] = from_float<T>(scale * y.y);
+        p.e[4 * m + 2] = from_float<T>(scale * y.z), p.e[4 * m + 3] = from_float<T>(scale * y.w);
+      }
+      *reinterpret_cast<uint4*>(&x(b, t0 + r, h, c)) = p.raw;
+    }
+  } else {
+    for (int e = int(threadIdx.x); e < n * D; e += int(blockDim.x)) {
+      const int r = e / D, c = e % D;
+      x(b, t0 + r, h, c) = from_float<T>(scale * tile[r * ld + c]);
+    }
   }
 }
 
@@ -81,7 +108,9 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   float* stage = s.stage[0];
   const auto& cf = s.cf;
 
-  chunk_rows<V, S::threads, T> vr, dr;  // the value head's rows, issued ahead
+  // the value head's log gates (warp 0, one token per lane) and rows, issued ahead
+  float gate = warp == 0 ? lane_gate(args, b, t0, n, h * args.group) : 0.0f;
+  chunk_rows<V, S::threads, T> vr, dr;
   vr.issue(args.in.v, b, t0, n, h * args.group), dr.issue(args.dout, b, t0, n, h * args.group);
   {
     chunk_rows<K, S::threads, T> qr, kr;  // all four loads in flight at once
@@ -91,17 +120,22 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   for (int e = tid; e < C * ldk; e += int(blockDim.x)) s.dq[0][e] = 0.0f, s.dk[0][e] = 0.0f;
 
   for (index_t hv = h * args.group; hv < (h + 1) * args.group; ++hv) {
-    chunk_decays(args, s.cf, b, t0, n, hv);
+    chunk_decays(gate, s.cf);
     vr.store(s.x[0], ldv), dr.store(s.dout[0], ldv);
-    __syncthreads();
-    if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
-    chunk_scores<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
     __syncthreads();
     const auto* H0 = args.state_at(args.states, ci, hv, K, V);  // [K, V]
     const auto* dH = args.state_at(args.state_grads, ci, hv, K, V);
     state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
-    pieces.issue(H0, 0);
-    if constexpr (delta) chunk_inverse<P, K>(s.k[0], ldk, cf, s.cr, stage);
+    if constexpr (delta) {
+      chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
+      chunk_scores_gram<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], s.cr, stage);
+      pieces.issue(H0, 0);
+      chunk_solve(s.cf, s.cr);
+    } else {
+      chunk_scores<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
+      __syncthreads();
+      pieces.issue(H0, 0);
+    }
     // with H0: X = V - diag(Gam) K H0 (delta family); dQ = diag(Gam) dO H0^T and its dg term
     {
       const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false};
@@ -200,19 +234,17 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         if (lane == 0) s.w[i] += d;
       }
       __syncthreads();
-      if (tid == 0) {
-        float end = 0.0f;
-        for (int i = 0; i < int(blockDim.x) / 32; ++i) end += s.red[i];
-        end *= cf.gam[C - 1];
-        float suffix = 0.0f;
-        for (int r = C - 1; r >= 0; --r) s.dgv[r] = suffix += s.dgv[r];
-        float prefix = end;
-        for (int t = 0; t < n; ++t) {
-          store_value(args.grads.dg, s.dgv[t] + prefix, b, t0 + t, hv);
-          prefix += s.w[t];
-        }
+      // dg_t = (dgv_t + ... + dgv_{C-1}) + (end + w_0 + ... + w_{t-1}): warp 0, token t in lane t,
+      // as warp scans (a fixed order)
+      if (warp == 0) {
+        static_assert(S::warps <= 32, "one warp's partial sum per lane");
+        const float end = warp_sum(lane < S::warps ? s.red[lane] : 0.0f) * cf.gam[C - 1];
+        const float suffix = warp_suffix_sum(s.dgv[lane], lane);
+        const float w_upto = warp_prefix_sum(s.w[lane], lane), w_before = __shfl_up_sync(0xffffffffu, w_upto, 1);
+        if (lane < n) store_value(args.grads.dg, suffix + (end + (lane > 0 ? w_before : 0.0f)), b, t0 + lane, hv);
       }
     }
+    if (warp == 0 && hv + 1 < (h + 1) * args.group) gate = lane_gate(args, b, t0, n, hv + 1);
     __syncthreads();
   }
   store_tile<K>(args.grads.dq, s.dq[0], ldk, b, t0, n, h, args.scale);

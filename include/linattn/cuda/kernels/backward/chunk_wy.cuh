@@ -62,9 +62,8 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   }
   __syncthreads();
   chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
-  chunk_scores<P, K>(s.queries[0], s.keys[0], S::ldk, s.cf, s.p[0], stage);
-  __syncthreads();
-  chunk_inverse<P, K>(s.keys[0], S::ldk, s.cf, s.cr, stage);
+  chunk_scores_gram<P, K>(s.queries[0], s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage);
+  chunk_solve(s.cf, s.cr);
   float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G and M are done)
   float* const e_t = s.cr.m[0];    // diag(e) T
   for (int x = int(threadIdx.x); x < C * C; x += int(blockDim.x)) {
