@@ -17,7 +17,8 @@ def test_cpu_module_binds_every_rule(rule):
 
 def test_cuda_module_binds_its_rules():
     if not la.cuda_available():
-        pytest.skip("linattn._cuda was not built here (no nvcc, or a CPU-only torch at install time)")
+        pytest.skip("linattn._cuda was not built here (no nvcc or a CPU-only torch at install time, "
+                    "or scripts/test-python.sh without a visible GPU)")
     from linattn import _cuda
     for name, rule in RULES.items():
         assert hasattr(_cuda, "forward_" + name) == rule.cuda, name
