@@ -39,7 +39,20 @@ template <class A, class KRow, class VRow, class BetaOf>
 A normalise_key(KRow&& k, VRow&& v, BetaOf&& beta_of) {
   const A m = k.cwiseAbs().maxCoeff();
   if (!(m > A(0)) || !std::isfinite(m)) return static_cast<A>(beta_of(static_cast<double>(k.squaredNorm())));
-  const A s = (k / m).norm();                                // in [1, sqrt(K)]: no overflow
+  // One multiply pass each where 1/m and 1/(m s) are normal numbers (every key but the
+  // tiniest and the largest); the divisions otherwise, which keep full precision there.
+  const A rm = A(1) / m;
+  if (std::isnormal(rm)) {
+    const A s = (k * rm).norm();                             // in [1, sqrt(K)]: no overflow
+    const A r = rm / s;
+    if (std::isnormal(r)) {
+      const double norm = static_cast<double>(m) * static_cast<double>(s), sq = norm * norm;
+      k *= r;
+      v *= r;
+      return static_cast<A>(beta_of(sq) * sq);
+    }
+  }
+  const A s = (k / m).norm();
   const double norm = static_cast<double>(m) * static_cast<double>(s), sq = norm * norm;
   k /= m;
   k /= s;
