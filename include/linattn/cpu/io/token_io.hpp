@@ -15,8 +15,9 @@ namespace linattn::cpu {
 
 /// Rows of one head lie H * D elements apart (4 KiB at H = 8, D = 128: a new page per row),
 /// out of reach of the hardware prefetcher, which stays inside a page. The row copies below
-/// prefetch the row this many rows ahead, so the misses of several rows overlap (the profile:
-/// bench/README.md).
+/// prefetch the row this many rows ahead, so the misses of several rows overlap, and past the
+/// rows they copy up to the tensor's last token: the first rows of the next chunk are then in
+/// cache when its copy starts (the profile: bench/README.md).
 inline constexpr index_t rows_ahead = 8;
 
 /// Hints the cache to fetch the `bytes` bytes at p (for writing when `write`).
@@ -52,7 +53,7 @@ void load_rows(const tensor_view<const T, 4>& x, index_t b, index_t t0, index_t 
                Dst& dst, A factor) {
   const index_t D = x.extent(3), sd = x.stride(3);
   for (index_t r = 0; r < rows; ++r) {
-    if (sd == 1 && r + rows_ahead < rows)
+    if (sd == 1 && t0 + r + rows_ahead < x.extent(1))
       prefetch_bytes(&x(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), false);
     load_row(&x(b, t0 + r, head, 0), D, sd, dst.row(r), factor);
   }
@@ -64,7 +65,7 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
                 const Src& src) {
   const index_t D = out.extent(3), sd = out.stride(3);
   for (index_t r = 0; r < rows; ++r) {
-    if (sd == 1 && r + rows_ahead < rows)
+    if (sd == 1 && t0 + r + rows_ahead < out.extent(1))
       prefetch_bytes(&out(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), true);
     store_row(&out(b, t0 + r, head, 0), D, sd, src.row(r));
   }
