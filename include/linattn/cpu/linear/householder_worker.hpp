@@ -21,10 +21,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "../../core/config.hpp"
 #include "../../core/family.hpp"
 #include "../../core/tensor_view.hpp"
+#include "../io/token_io.hpp"
 #include "additive_worker.hpp"
 #include "../linalg/eigen_types.hpp"
 #include "../linalg/gemm.hpp"
@@ -124,9 +126,8 @@ class householder_worker {
     bool done = false;
     if (n <= T_.rows()) {
       gemm<triangle::lower_a>(V, rows_of(T_.topLeftCorner(n, n)), X);  // U~ = T X
-      const A x = X.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
-      const A ut = V.cwiseAbs().template maxCoeff<Eigen::PropagateNaN>();
-      done = std::isfinite(x) && std::isfinite(t_norm_) && t_norm_ * x <= ut * max_cancellation;
+      const A x = finite_max_abs(X), ut = finite_max_abs(V);
+      done = std::isfinite(x) && std::isfinite(ut) && std::isfinite(t_norm_) && t_norm_ * x <= ut * max_cancellation;
     }
     if (!done) {
       V.noalias() = beta_.head(n).asDiagonal() * X;
@@ -139,6 +140,14 @@ class householder_worker {
   void advance(mat<A>& H) { core_.advance(H); }
 
  private:
+  /// max |x_ij|, or NaN when an entry is not finite: a finiteness pass and a plain maximum,
+  /// both vectorised with independent partial results (a NaN-propagating maximum is one
+  /// dependent chain of compares and blends, several times slower).
+  template <class X>
+  static A finite_max_abs(const X& x) {
+    return all_finite(x) ? x.cwiseAbs().maxCoeff() : std::numeric_limits<A>::quiet_NaN();
+  }
+
   additive_worker<Rule, T, A, Cum> core_;  // Q, K, V (then U~), gate cumsum; scores, reads, writes
   col_vec<A> beta_;                      // [cap]
   mat<A> M_;                             // [cap, cap]  strictly lower part: A
