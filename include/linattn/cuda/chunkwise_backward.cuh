@@ -109,7 +109,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
       launch<detail::chunk_gradients_per_key_storage<K, V, corrects>>(
           detail::chunk_gradients_per_key_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
           "chunk_gradients_per_key_kernel");
-      detail::group_sum_kernel<Rule, E><<<plan.group_sum_grid, 256, 0, stream>>>(args, plan.qk_elements);
+      const bool direct = detail::whole_pieces(args.grads.dq) && detail::whole_pieces(args.grads.dk);
+      detail::group_sum_kernel<Rule, E, K><<<plan.group_sum_grid, 256, 0, stream>>>(args, plan.qk_rows, direct);
       detail::check_launch("group_sum_kernel");
     } else {
       launch<detail::chunk_gradients_storage<E, K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,

@@ -38,8 +38,8 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   int state_groups = 0;            // groups of 16 columns per block of the register-resident passes
   dim3 state_grid;                 // (V / state_columns, HV, 2 N)   passes 2 and 3, side by side
   dim3 gradient_grid;              // (chunks, H)    pass 4 (per-key decays: chunk_grid)
-  index_t qk_elements = 0;         // B T H K: the elements of dq (and dk) the group sum writes (per-key decays)
-  dim3 group_sum_grid;             // blocks of 256 threads over them, at most 65535 (a grid-stride loop)
+  index_t qk_rows = 0;             // B T H: the rows of dq (and dk) the group sum writes (per-key decays)
+  dim3 group_sum_grid;             // blocks of 256 threads over their pieces of 8, at most 65535 (a grid-stride loop)
   struct {
     workspace_span<span> seqs;                   // [N]
     workspace_span<span> chunks;                 // [chunks]
@@ -62,8 +62,8 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     chunk_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns), unsigned(p.HV), unsigned(2 * p.N));
     gradient_grid = dim3(unsigned(n_chunks), unsigned(p.H));
-    qk_elements = p.B * p.T * p.H * p.K;
-    group_sum_grid = dim3(unsigned(std::min<index_t>((qk_elements + 255) / 256, 65535)));
+    qk_rows = p.B * p.T * p.H;
+    group_sum_grid = dim3(unsigned(std::max<index_t>(1, std::min<index_t>((qk_rows * (p.K / 8) + 255) / 256, 65535))));
     const std::size_t tokens = corrects ? std::size_t(p.B * p.T * p.HV) : 0;
     const std::size_t state = n_chunks * std::size_t(p.HV * p.K * p.V);
     workspace_layout ws;
