@@ -38,7 +38,7 @@ std::vector<std::int64_t> packed_offsets(int n) {
 }
 
 std::vector<backward_case> backward_cases() {
-  const auto cu8 = packed_offsets(8), cu20 = packed_offsets(20), cu40 = packed_offsets(40);
+  const auto cu8 = packed_offsets(8), cu12 = packed_offsets(12), cu20 = packed_offsets(20), cu40 = packed_offsets(40);
   return {
       {"B2 T150 H2 HV4 K64 V128, carried state", {2, 150, 2, 4, 64, 128}, {}, {}},
       {"packed 0,1,33,64,64,200,330 H1 HV3 K128 V64, head-first views, cu on device",
@@ -47,11 +47,14 @@ std::vector<backward_case> backward_cases() {
        {1, 140, 2, 2, 64, 64}, {0, 129, 129, 140}, {.use_s0 = false, .cu_on_device = false}, false},
       {"B1 T77 H1 HV1 K128 V128", {1, 77, 1, 1, 128, 128}, {}, {}},
       {"B3 T300 H2 HV2 K128 V128, many chunks", {3, 300, 2, 2, 128, 128}, {}, {}},
-      // enough sequences x value heads that the state passes take wider column blocks: 32,
-      // then 64 columns (fp32, fp16); 2, 4, then 8 groups of 16 columns per block, the first
-      // with keys split over 2 warps (bf16; backward_state_groups on a GPU of 108 to 170
-      // multiprocessors, as the H100's and H200's 132)
+      // enough sequences x value heads (16, 24, 40, 160) that the state passes take wider
+      // column blocks. The fp32 passes (fp32 and fp16 inputs, bf16 with per-key decays) take the
+      // narrowest of 16, 32 and 64 columns whose blocks all fit at once: with one, two or three
+      // blocks per multiprocessor on a GPU of about 132 (the H100's and H200's), these reach all
+      // three widths. The bf16 register passes take 2, 4, then 8 groups of 16 columns per block,
+      // the first with keys split over 2 warps (backward_state_groups, 108 to 170 multiprocessors).
       {"packed 8 sequences H1 HV2 K128 V128", {1, int(cu8.back()), 1, 2, 128, 128}, cu8, {}},
+      {"packed 12 sequences H1 HV2 K128 V128", {1, int(cu12.back()), 1, 2, 128, 128}, cu12, {}},
       {"packed 20 sequences H1 HV2 K128 V128", {1, int(cu20.back()), 1, 2, 128, 128}, cu20, {}},
       {"packed 40 sequences H2 HV4 K64 V128", {1, int(cu40.back()), 2, 4, 64, 128}, cu40, {}},
   };

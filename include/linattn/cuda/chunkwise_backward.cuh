@@ -22,6 +22,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <type_traits>
 
 #include "../core/backward.hpp"
@@ -41,6 +42,29 @@
 #include "tile/dims.cuh"
 
 namespace linattn::cuda {
+
+namespace detail {
+
+/// Blocks of the fp32 state passes (chunk_state_passes_kernel) that one multiprocessor holds at
+/// once, at 16, 32 and 64 value columns per block (backward_state_columns).
+template <class Rule, class E>
+std::array<int, 3> state_pass_residency(index_t K, index_t V) {
+  constexpr bool per_key = Rule::decay == decay_kind::vector;
+  std::array<int, 3> blocks{};
+  with_dims(K, V, [&](auto k, auto) {
+    constexpr int Kc = decltype(k)::value;
+    const auto at = [&](auto columns) {
+      constexpr int BV = decltype(columns)::value;
+      return resident_blocks<chunk_state_passes_storage<Kc, BV, per_key>>(chunk_state_passes_kernel<Rule, E, Kc, BV>,
+                                                                          "chunk_state_passes_kernel");
+    };
+    blocks = {at(std::integral_constant<int, 16>{}), at(std::integral_constant<int, 32>{}),
+              at(std::integral_constant<int, 64>{})};
+  });
+  return blocks;
+}
+
+}  // namespace detail
 
 /// Same inputs, gradient aggregate, layouts and options as linattn::chunkwise_backward, on
 /// device memory, queued on `stream`: writes dL/d(every input) for
@@ -66,8 +90,10 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   const detail::problem p = detail::validate_backward<Rule, E>(in, dout, grads, opt, cu);
   constexpr bool corrects = detail::corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
   constexpr bool register_states = detail::register_state_passes<Rule, E>;
+  std::array<int, 3> residency{};  // the fp32 state passes' blocks per multiprocessor (their column choice)
+  if constexpr (!register_states) residency = detail::state_pass_residency<Rule, E>(p.K, p.V);
   const detail::backward_plan<detail::workspace_state_t<Rule, E>> plan(p, corrects, per_key, register_states,
-                                                                      detail::multiprocessors());
+                                                                      detail::multiprocessors(), residency);
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::backward_args<Rule, E> args(qk.inputs(), dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <type_traits>
 #include <vector>
@@ -52,9 +53,14 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     std::size_t bytes = 0;
   } workspace;
 
-  /// `register_states`: passes 2 and 3 run as state_passes_mma.cuh (register_state_passes).
-  backward_plan(const problem& p, bool corrects, bool per_key, bool register_states, index_t multiprocessors)
-      : chunk_tables(p, backward_chunk), state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors)) {
+  /// `register_states`: passes 2 and 3 run as state_passes_mma.cuh (register_state_passes);
+  /// else as chunk_state_passes.cuh, which holds `residency` blocks per multiprocessor at 16,
+  /// 32 and 64 value columns.
+  backward_plan(const problem& p, bool corrects, bool per_key, bool register_states, index_t multiprocessors,
+                const std::array<int, 3>& residency)
+      : chunk_tables(p, backward_chunk),
+        state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors,
+                                             [&](int bv) { return residency[bv == 16 ? 0 : bv == 32 ? 1 : 2]; })) {
     if (register_states) {
       state_groups = backward_state_groups(p.N * p.HV, p.V, multiprocessors);
       state_columns = 16 * state_groups;

@@ -21,4 +21,15 @@ void launch(void (*kernel)(Args), dim3 grid, const Args& args, cudaStream_t stre
   check_launch(name);
 }
 
+/// How many blocks of `kernel` (with its storage) one multiprocessor holds at once.
+template <class Storage, class Args>
+int resident_blocks(void (*kernel)(Args), const char* name) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage))),
+        ("cudaFuncSetAttribute(" + std::string(name) + ")").c_str());
+  int blocks = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Storage::threads, sizeof(Storage)),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  return blocks;
+}
+
 }  // namespace linattn::cuda::detail

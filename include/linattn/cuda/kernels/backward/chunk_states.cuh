@@ -17,13 +17,18 @@
 
 namespace linattn::cuda::detail {
 
-/// Value columns per block of the state passes: the widest of 64, 32 and 16 with which the
-/// blocks still cover the multiprocessors (`head_blocks` = sequences x value heads). The passes
-/// are sequential over chunks: with few blocks, narrower ones (more of them, shorter steps);
-/// with many, wider ones (fewer steps in all, each reading a chunk's rows once for more columns).
-inline int backward_state_columns(index_t head_blocks, index_t V, index_t multiprocessors) {
-  if (V % 64 == 0 && head_blocks * (V / 64) >= multiprocessors) return 64;
-  return head_blocks * (V / 32) >= multiprocessors ? 32 : 16;
+/// Value columns per block of the state passes: the narrowest of 16, 32 and 64 with which the
+/// blocks of both passes (2 head_blocks V / BV, `head_blocks` = sequences x value heads) are
+/// all resident at once, `resident(BV)` blocks per multiprocessor. The passes are sequential
+/// over chunks, so a second wave of blocks costs a second pass's time, and among the shapes that
+/// fit, narrower blocks take shorter steps. When none fits, the widest: fewer steps in all,
+/// each reading a chunk's rows once for more columns. (Measured on an H200 for KDA and
+/// VectorDecay, whose kernels fit one and two blocks per multiprocessor: bench/cuda/README.md.)
+template <class Resident>
+int backward_state_columns(index_t head_blocks, index_t V, index_t multiprocessors, Resident&& resident) {
+  for (const int bv : {16, 32, 64})
+    if (V % bv == 0 && 2 * head_blocks * (V / bv) <= multiprocessors * index_t(resident(bv))) return bv;
+  return V % 64 == 0 ? 64 : V % 32 == 0 ? 32 : 16;
 }
 
 template <int K, int BV_, bool PerKey = false>
