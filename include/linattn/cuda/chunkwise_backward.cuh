@@ -24,6 +24,7 @@
 
 #include <array>
 #include <type_traits>
+#include <utility>
 
 #include "../core/backward.hpp"
 #include "../core/family.hpp"
@@ -46,20 +47,18 @@ namespace linattn::cuda {
 namespace detail {
 
 /// Blocks of the fp32 state passes (chunk_state_passes_kernel) that one multiprocessor holds at
-/// once, at 16, 32 and 64 value columns per block (backward_state_columns).
+/// once, at each of state_pass_widths (backward_state_columns).
 template <class Rule, class E>
 std::array<int, 3> state_pass_residency(index_t K, index_t V) {
   constexpr bool per_key = Rule::decay == decay_kind::vector;
   std::array<int, 3> blocks{};
   with_dims(K, V, [&](auto k, auto) {
     constexpr int Kc = decltype(k)::value;
-    const auto at = [&](auto columns) {
-      constexpr int BV = decltype(columns)::value;
-      return resident_blocks<chunk_state_passes_storage<Kc, BV, per_key>>(chunk_state_passes_kernel<Rule, E, Kc, BV>,
-                                                                          "chunk_state_passes_kernel");
-    };
-    blocks = {at(std::integral_constant<int, 16>{}), at(std::integral_constant<int, 32>{}),
-              at(std::integral_constant<int, 64>{})};
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((blocks[I] = resident_blocks<chunk_state_passes_storage<Kc, state_pass_widths[I], per_key>>(
+            chunk_state_passes_kernel<Rule, E, Kc, state_pass_widths[I]>, "chunk_state_passes_kernel")),
+       ...);
+    }(std::make_index_sequence<state_pass_widths.size()>{});
   });
   return blocks;
 }
@@ -135,8 +134,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
       launch<detail::chunk_gradients_per_key_storage<K, V, corrects>>(
           detail::chunk_gradients_per_key_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
           "chunk_gradients_per_key_kernel");
-      const bool direct = detail::whole_pieces(args.grads.dq) && detail::whole_pieces(args.grads.dk);
-      detail::group_sum_kernel<Rule, E, K><<<plan.group_sum_grid, 256, 0, stream>>>(args, plan.qk_rows, direct);
+      detail::group_sum_kernel<Rule, E, K><<<plan.group_sum_grid, 256, 0, stream>>>(args, plan.qk_rows);
       detail::check_launch("group_sum_kernel");
     } else {
       launch<detail::chunk_gradients_storage<E, K, V>>(detail::chunk_gradients_kernel<Rule, E, K, V>, plan.gradient_grid,

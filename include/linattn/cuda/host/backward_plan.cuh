@@ -54,13 +54,11 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   } workspace;
 
   /// `register_states`: passes 2 and 3 run as state_passes_mma.cuh (register_state_passes);
-  /// else as chunk_state_passes.cuh, which holds `residency` blocks per multiprocessor at 16,
-  /// 32 and 64 value columns.
+  /// else as chunk_state_passes.cuh, which holds `residency[i]` blocks per multiprocessor at
+  /// state_pass_widths[i] value columns.
   backward_plan(const problem& p, bool corrects, bool per_key, bool register_states, index_t multiprocessors,
                 const std::array<int, 3>& residency)
-      : chunk_tables(p, backward_chunk),
-        state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors,
-                                             [&](int bv) { return residency[bv == 16 ? 0 : bv == 32 ? 1 : 2]; })) {
+      : chunk_tables(p, backward_chunk), state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors, residency)) {
     if (register_states) {
       state_groups = backward_state_groups(p.N * p.HV, p.V, multiprocessors);
       state_columns = 16 * state_groups;
@@ -69,7 +67,7 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     state_grid = dim3(unsigned(p.V / state_columns), unsigned(p.HV), unsigned(2 * p.N));
     gradient_grid = dim3(unsigned(n_chunks), unsigned(p.H));
     qk_rows = p.B * p.T * p.H;
-    group_sum_grid = dim3(unsigned(std::max<index_t>(1, std::min<index_t>((qk_rows * (p.K / 8) + 255) / 256, 65535))));
+    group_sum_grid = dim3(unsigned(std::min<index_t>((qk_rows * (p.K / 8) + 255) / 256, 65535)));
     const std::size_t tokens = corrects ? std::size_t(p.B * p.T * p.HV) : 0;
     const std::size_t state = n_chunks * std::size_t(p.HV * p.K * p.V);
     workspace_layout ws;

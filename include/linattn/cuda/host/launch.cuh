@@ -12,11 +12,17 @@
 
 namespace linattn::cuda::detail {
 
+/// Lets `kernel` take sizeof(Storage) bytes of dynamic shared memory (above the default 48 KiB).
+template <class Storage, class Args>
+void allow_storage(void (*kernel)(Args), const char* name) {
+  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage)));
+  if (status != cudaSuccess) check(status, ("cudaFuncSetAttribute(" + std::string(name) + ")").c_str());
+}
+
 /// Queues `kernel` on `grid`, with the block size and sizeof of its shared storage.
 template <class Storage, class Args>
 void launch(void (*kernel)(Args), dim3 grid, const Args& args, cudaStream_t stream, const char* name) {
-  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage)));
-  if (status != cudaSuccess) check(status, ("cudaFuncSetAttribute(" + std::string(name) + ")").c_str());
+  allow_storage<Storage>(kernel, name);
   kernel<<<grid, Storage::threads, sizeof(Storage), stream>>>(args);
   check_launch(name);
 }
@@ -24,8 +30,7 @@ void launch(void (*kernel)(Args), dim3 grid, const Args& args, cudaStream_t stre
 /// How many blocks of `kernel` (with its storage) one multiprocessor holds at once.
 template <class Storage, class Args>
 int resident_blocks(void (*kernel)(Args), const char* name) {
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Storage))),
-        ("cudaFuncSetAttribute(" + std::string(name) + ")").c_str());
+  allow_storage<Storage>(kernel, name);
   int blocks = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Storage::threads, sizeof(Storage)),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");

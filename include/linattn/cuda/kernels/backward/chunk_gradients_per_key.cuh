@@ -30,9 +30,8 @@
 /// every run.
 #pragma once
 
-#include <cstdint>
-
 #include "../../tile/block_gemm.cuh"
+#include "../../tile/load_store.cuh"
 #include "../../tile/tile_product.cuh"
 #include "chunk_factors.cuh"
 #include "key_decays.cuh"
@@ -236,51 +235,27 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   }
 }
 
-/// Whether a [B, T, H, K] view takes group_sum_kernel's 16-byte stores: contiguous rows, every
-/// row start 16-byte aligned (K a multiple of 8).
-template <class T>
-__host__ __device__ inline bool whole_pieces(const tensor_view<T, 4>& x) {
-  constexpr index_t vec = 16 / index_t(sizeof(T));
-  return x.stride(3) == 1 && x.stride(2) % vec == 0 && x.stride(1) % vec == 0 && x.stride(0) % vec == 0 &&
-         reinterpret_cast<std::uintptr_t>(x.data()) % 16 == 0;
-}
-
 /// dq = scale Σ_hv dq_parts and dk = Σ_hv dk_parts over the value heads of each q/k head, in
-/// the input type: one thread per 8 elements of a row (two 16-byte loads per part, the value
-/// heads added in order, so the same bits on every call), written with 16-byte stores where
-/// the views allow (else element by element, the same values). `rows` = B T H.
+/// the input type: one thread per 8 elements of a row (load8 / store8: 16-byte loads and
+/// stores where the rows allow), the value heads added in order, so the same bits on every
+/// call. `rows` = B T H.
 template <class Rule, class T, int K>
-__global__ void __launch_bounds__(256) group_sum_kernel(backward_args<Rule, T> args, index_t rows, bool direct) {
+__global__ void __launch_bounds__(256) group_sum_kernel(backward_args<Rule, T> args, index_t rows) {
   static_assert(K % 8 == 0, "whole pieces of 8 per row");
-  constexpr int pieces = K / 8, vec = 16 / int(sizeof(T)), stores = 8 / vec;
-  union piece {
-    uint4 raw[stores];
-    T e[8];
-  };
+  constexpr int pieces = K / 8;
+  const tensor_view<const float, 4> dq_parts(args.dq_parts), dk_parts(args.dk_parts);
   const index_t H = args.grads.dq.extent(2), T_ = args.grads.dq.extent(1);
   for (index_t e = index_t(blockIdx.x) * blockDim.x + threadIdx.x; e < rows * pieces; e += index_t(gridDim.x) * blockDim.x) {
-    const index_t row = e / pieces, h = row % H, bt = row / H, t = bt % T_, b = bt / T_;
-    const int d0 = int(e % pieces) * 8;
-    float sq[8] = {}, sk[8] = {};
+    const index_t row = e / pieces, h = row % H, bt = row / H, t = bt % T_, b = bt / T_, d0 = (e % pieces) * 8;
+    float sq[8] = {}, sk[8] = {}, q[8], k[8];
     for (index_t hv = h * args.group; hv < (h + 1) * args.group; ++hv) {
-      const float4* pq = reinterpret_cast<const float4*>(&args.dq_parts(b, t, hv, d0));  // the workspace: aligned rows
-      const float4* pk = reinterpret_cast<const float4*>(&args.dk_parts(b, t, hv, d0));
-      const float4 q0 = pq[0], q1 = pq[1], k0 = pk[0], k1 = pk[1];
-      sq[0] += q0.x, sq[1] += q0.y, sq[2] += q0.z, sq[3] += q0.w, sq[4] += q1.x, sq[5] += q1.y, sq[6] += q1.z, sq[7] += q1.w;
-      sk[0] += k0.x, sk[1] += k0.y, sk[2] += k0.z, sk[3] += k0.w, sk[4] += k1.x, sk[5] += k1.y, sk[6] += k1.z, sk[7] += k1.w;
+      load8(dq_parts, b, t, hv, d0, q), load8(dk_parts, b, t, hv, d0, k);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sq[i] += q[i], sk[i] += k[i];
     }
-    piece pq, pk;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) pq.e[i] = from_float<T>(args.scale * sq[i]), pk.e[i] = from_float<T>(sk[i]);
-    if (direct) {
-      uint4* dq = reinterpret_cast<uint4*>(&args.grads.dq(b, t, h, d0));
-      uint4* dk = reinterpret_cast<uint4*>(&args.grads.dk(b, t, h, d0));
-#pragma unroll
-      for (int i = 0; i < stores; ++i) dq[i] = pq.raw[i], dk[i] = pk.raw[i];
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) args.grads.dq(b, t, h, d0 + i) = pq.e[i], args.grads.dk(b, t, h, d0 + i) = pk.e[i];
-    }
+    for (int i = 0; i < 8; ++i) sq[i] *= args.scale;
+    store8(args.grads.dq, b, t, h, d0, sq), store8(args.grads.dk, b, t, h, d0, sk);
   }
 }
 

@@ -11,23 +11,31 @@
 /// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them.
 #pragma once
 
+#include <array>
+#include <cstddef>
+
 #include "../../tile/block_gemm.cuh"
 #include "chunk_decayed_rows.cuh"
 #include "chunk_factors.cuh"
 
 namespace linattn::cuda::detail {
 
-/// Value columns per block of the state passes: the narrowest of 16, 32 and 64 with which the
-/// blocks of both passes (2 head_blocks V / BV, `head_blocks` = sequences x value heads) are
-/// all resident at once, `resident(BV)` blocks per multiprocessor. The passes are sequential
-/// over chunks, so a second wave of blocks costs a second pass's time, and among the shapes that
-/// fit, narrower blocks take shorter steps. When none fits, the widest: fewer steps in all,
-/// each reading a chunk's rows once for more columns. (Measured on an H200 for KDA and
+/// The value-column widths of the fp32 state passes' blocks, narrowest first.
+inline constexpr std::array<int, 3> state_pass_widths = {16, 32, 64};
+
+/// Value columns per block of the state passes: the narrowest of state_pass_widths with which
+/// the blocks of both passes (2 head_blocks V / BV, `head_blocks` = sequences x value heads)
+/// are all resident at once, `resident[i]` blocks per multiprocessor at width i. The passes are
+/// sequential over chunks, so a second wave of blocks costs a second pass's time, and among the
+/// shapes that fit, narrower blocks take shorter steps. When none fits, the widest: fewer steps
+/// in all, each reading a chunk's rows once for more columns. (Measured on an H200 for KDA and
 /// VectorDecay, whose kernels fit one and two blocks per multiprocessor: bench/cuda/README.md.)
-template <class Resident>
-int backward_state_columns(index_t head_blocks, index_t V, index_t multiprocessors, Resident&& resident) {
-  for (const int bv : {16, 32, 64})
-    if (V % bv == 0 && 2 * head_blocks * (V / bv) <= multiprocessors * index_t(resident(bv))) return bv;
+inline int backward_state_columns(index_t head_blocks, index_t V, index_t multiprocessors,
+                                  const std::array<int, 3>& resident) {
+  for (std::size_t i = 0; i < state_pass_widths.size(); ++i) {
+    const int bv = state_pass_widths[i];
+    if (V % bv == 0 && 2 * head_blocks * (V / bv) <= multiprocessors * index_t(resident[i])) return bv;
+  }
   return V % 64 == 0 ? 64 : V % 32 == 0 ? 32 : 16;
 }
 
