@@ -42,22 +42,19 @@ A normalise_key(KRow&& k, VRow&& v, BetaOf&& beta_of) {
   // One multiply pass each where 1/m and 1/(m s) are normal numbers (every key but the
   // tiniest and the largest); the divisions otherwise, which keep full precision there.
   const A rm = A(1) / m;
-  if (std::isnormal(rm)) {
-    const A s = (k * rm).norm();                             // in [1, sqrt(K)]: no overflow
-    const A r = rm / s;
-    if (std::isnormal(r)) {
-      const double norm = static_cast<double>(m) * static_cast<double>(s), sq = norm * norm;
-      k *= r;
-      v *= r;
-      return static_cast<A>(beta_of(sq) * sq);
-    }
+  const bool products = std::isnormal(rm);
+  const A s = products ? (k * rm).norm() : (k / m).norm();  // in [1, sqrt(K)]: no overflow
+  const A r = rm / s;
+  if (products && std::isnormal(r)) {
+    k *= r;
+    v *= r;
+  } else {
+    k /= m;
+    k /= s;
+    v /= m;
+    v /= s;
   }
-  const A s = (k / m).norm();
   const double norm = static_cast<double>(m) * static_cast<double>(s), sq = norm * norm;
-  k /= m;
-  k /= s;
-  v /= m;
-  v /= s;
   return static_cast<A>(beta_of(sq) * sq);
 }
 
