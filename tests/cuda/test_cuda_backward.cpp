@@ -48,11 +48,12 @@ std::vector<backward_case> backward_cases() {
       {"B1 T77 H1 HV1 K128 V128", {1, 77, 1, 1, 128, 128}, {}, {}},
       {"B3 T300 H2 HV2 K128 V128, many chunks", {3, 300, 2, 2, 128, 128}, {}, {}},
       // enough sequences x value heads (16, 24, 40, 160) that the state passes take wider
-      // column blocks. The fp32 passes (fp32 and fp16 inputs, bf16 with per-key decays) take the
-      // narrowest of 16, 32 and 64 columns whose blocks all fit at once: with one, two or three
-      // blocks per multiprocessor on a GPU of about 132 (the H100's and H200's), these reach all
-      // three widths. The bf16 register passes take 2, 4, then 8 groups of 16 columns per block,
-      // the first with keys split over 2 warps (backward_state_groups, 108 to 170 multiprocessors).
+      // column blocks. The fp32 passes (fp32 and fp16 inputs) take the narrowest of 16, 32 and
+      // 64 columns whose blocks all fit at once: with one, two or three blocks per
+      // multiprocessor on a GPU of about 132 (the H100's and H200's), these reach all three
+      // widths. The bf16 register passes (scalar and per-key decays) take 2, 4, then 8 groups of
+      // 16 columns per block, the first with keys split over 2 warps (backward_state_groups, 108
+      // to 170 multiprocessors); the cases with few sequences take 1 group with keys over 4 warps.
       {"packed 8 sequences H1 HV2 K128 V128", {1, int(cu8.back()), 1, 2, 128, 128}, cu8, {}},
       {"packed 12 sequences H1 HV2 K128 V128", {1, int(cu12.back()), 1, 2, 128, 128}, cu12, {}},
       {"packed 20 sequences H1 HV2 K128 V128", {1, int(cu20.back()), 1, 2, 128, 128}, cu20, {}},

@@ -14,9 +14,9 @@
 /// chunk's per-key decays element by element, and one more launch that sums dq and dk over the
 /// value heads of each q/k head (kernels/backward/chunk_gradients_per_key.cuh).
 /// The products are tensor-core products of fp32 tiles (three TF32 products per step for float
-/// inputs, one for 16-bit inputs), except for bf16 inputs, whose state passes and products with
-/// a chunk state take bf16 operands (mma.sync); the gradients are written in the input type,
-/// the state gradient in fp32. No atomics: the same
+/// inputs, one for 16-bit inputs), except for bf16 inputs, whose state passes (scalar and
+/// per-key decays) and scalar-gate products with a chunk state take bf16 operands (mma.sync);
+/// the gradients are written in the input type, the state gradient in fp32. No atomics: the same
 /// call gives the same bits every time.
 #pragma once
 
@@ -73,8 +73,8 @@ std::array<int, 3> state_pass_residency(index_t K, index_t V) {
 /// CPU and does not change the result (the kernels use chunks of 32). Workspace from the
 /// library's pool: 8 K V bytes per 32 tokens and value head (4 K V for bf16 inputs with scalar or
 /// no gates, whose states are kept as bf16), plus 8 (K + V) bytes per token and value head for
-/// the delta rules (4 K + 8 V for bf16 with scalar gates) and 8 K for per-key decays (12 K for
-/// KDA, and 4 K per 32 tokens and value head). Throws linattn::error before
+/// the delta rules (4 K + 8 V for bf16 inputs) and 8 K for per-key decays (KDA: 12 K, 10 K for
+/// bf16; and 4 K per 32 tokens and value head). Throws linattn::error before
 /// anything is queued when an argument is invalid.
 template <rule Rule, class G>
 void chunkwise_backward(const std::type_identity_t<typename Rule::template inputs<std::remove_const_t<G>>>& in,
@@ -91,8 +91,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
   constexpr bool register_states = detail::register_state_passes<Rule, E>;
   std::array<int, 3> residency{};  // the fp32 state passes' blocks per multiprocessor (their column choice)
   if constexpr (!register_states) residency = detail::state_pass_residency<Rule, E>(p.K, p.V);
-  const detail::backward_plan<detail::workspace_state_t<Rule, E>> plan(p, corrects, per_key, register_states,
-                                                                      detail::multiprocessors(), residency);
+  const detail::backward_plan<detail::workspace_state_t<Rule, E>, detail::workspace_row_t<Rule, E>> plan(
+      p, corrects, per_key, register_states, detail::multiprocessors(), residency);
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::backward_args<Rule, E> args(qk.inputs(), dout, grads, opt.initial_state, opt.grad_final_state, opt.grad_initial_state, p);
@@ -116,7 +116,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
       const auto state_passes = [&](auto groups) {
         constexpr int Groups = decltype(groups)::value, Split = detail::state_pass_split(Groups);
         if constexpr (16 * Groups <= V)  // backward_state_groups picks no wider block
-          launch<detail::state_passes_mma_storage<E, K, Groups, Split, corrects>>(
+          launch<detail::state_passes_mma_storage<E, K, Groups, Split, corrects, per_key>>(
               detail::chunk_state_passes_mma_kernel<Rule, E, K, V, Groups, Split>, plan.state_grid, args, stream,
               "chunk_state_passes_mma_kernel");
       };

@@ -7,11 +7,11 @@
 /// Workspace: two states per chunk and value head (the chunk-start state and the gradient of
 /// the chunk-end state, 2 K V elements of `State` per backward_chunk tokens and value head:
 /// workspace_state_t, bf16 for bf16 inputs with scalar or no gates, else fp32), and for the
-/// delta family four rows per token and value head (W, Wb: 2 K of `State`; U, dXl: 2 V
-/// floats); per-key decays add
-/// two more (the dq and dk of each value head, 2 K floats, which first hold the state passes'
-/// decayed key and query rows), a third for the delta family (-K ⊙ Gam, K floats), and K
-/// floats per chunk and value head (the chunk's end decay).
+/// delta family four rows per token and value head (W, Wb: 2 K of `Row`, workspace_row_t,
+/// bf16 for bf16 inputs, else fp32; U, dXl: 2 V floats); per-key decays add two more (the dq
+/// and dk of each value head, 2 K floats, which first hold the state passes' decayed key and
+/// query rows as `Row`), a third for the delta family (-K ⊙ Gam, K of `Row`), and K floats
+/// per chunk and value head (the chunk's end decay).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,7 +31,7 @@
 
 namespace linattn::cuda::detail {
 
-template <class State>
+template <class State, class Row>
 struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
   int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64; with
@@ -45,10 +45,10 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     workspace_span<span> seqs;                   // [N]
     workspace_span<span> chunks;                 // [chunks]
     workspace_span<State> states, state_grads;   // [chunks, HV, K, V] each
-    workspace_span<State> w_fwd, w_bwd;          // [B, T, HV, K]  (delta family)
+    workspace_span<Row> w_fwd, w_bwd;            // [B, T, HV, K]  (delta family)
     workspace_span<float> u_fwd, dx_loc;         // [B, T, HV, V]  (delta family)
     workspace_span<float> dq_parts, dk_parts;    // [B, T, HV, K]  (per-key decays; first keys_end, queries_start)
-    workspace_span<float> keys_start;            // [B, T, HV, K]  (per-key delta family)
+    workspace_span<Row> keys_start;              // [B, T, HV, K]  (per-key delta family)
     workspace_span<float> chunk_decay;           // [chunks, HV, K]  (per-key decays)
     std::size_t bytes = 0;
   } workspace;
@@ -75,14 +75,14 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     workspace.chunks = ws.take<span>(chunks.size());
     workspace.states = ws.take<State>(state);
     workspace.state_grads = ws.take<State>(state);
-    workspace.w_fwd = ws.take<State>(tokens * std::size_t(p.K));
-    workspace.w_bwd = ws.take<State>(tokens * std::size_t(p.K));
+    workspace.w_fwd = ws.take<Row>(tokens * std::size_t(p.K));
+    workspace.w_bwd = ws.take<Row>(tokens * std::size_t(p.K));
     workspace.u_fwd = ws.take<float>(tokens * std::size_t(p.V));
     workspace.dx_loc = ws.take<float>(tokens * std::size_t(p.V));
     const std::size_t parts = per_key ? std::size_t(p.B * p.T * p.HV * p.K) : 0;
     workspace.dq_parts = ws.take<float>(parts);
     workspace.dk_parts = ws.take<float>(parts);
-    workspace.keys_start = ws.take<float>(per_key && corrects ? parts : 0);
+    workspace.keys_start = ws.take<Row>(per_key && corrects ? parts : 0);
     workspace.chunk_decay = ws.take<float>(per_key ? n_chunks * std::size_t(p.HV * p.K) : 0);
     workspace.bytes = ws.bytes;
   }
@@ -90,7 +90,9 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   /// Points the kernel arguments at the workspace `ws` and uploads the tables (stream-ordered).
   template <class Rule, class E>
   void bind(backward_args<Rule, E>& args, const scratch& ws, const problem& p, cudaStream_t stream) const {
-    static_assert(std::is_same_v<State, typename backward_args<Rule, E>::state_type>, "the plan of this call's state type");
+    static_assert(std::is_same_v<State, typename backward_args<Rule, E>::state_type> &&
+                      std::is_same_v<Row, typename backward_args<Rule, E>::row_type>,
+                  "the plan of this call's workspace types");
     args.seqs = upload(ws, workspace.seqs, seqs, stream);
     args.chunks = upload(ws, workspace.chunks, chunks, stream);
     args.chunk_count = int(n_chunks);
@@ -105,7 +107,10 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     if (workspace.dq_parts.count) {
       args.dq_parts = view(ws.at(workspace.dq_parts), p.B, p.T, p.HV, p.K);
       args.dk_parts = view(ws.at(workspace.dk_parts), p.B, p.T, p.HV, p.K);
-      args.keys_end = args.dq_parts, args.queries_start = args.dk_parts;
+      const auto rows_in = [&](workspace_span<float> parts) {  // the decayed rows, before pass 4 writes the parts
+        return view(ws.at(workspace_span<Row>{parts.offset, parts.count}), p.B, p.T, p.HV, p.K);
+      };
+      args.keys_end = rows_in(workspace.dq_parts), args.queries_start = rows_in(workspace.dk_parts);
       args.chunk_decay = ws.at(workspace.chunk_decay);
     }
     if (workspace.keys_start.count) args.keys_start = view(ws.at(workspace.keys_start), p.B, p.T, p.HV, p.K);

@@ -22,20 +22,29 @@ namespace linattn::cuda::detail {
 inline constexpr int backward_chunk = 32;
 
 /// Whether the backward's state passes keep the state in registers (state_passes_mma.cuh,
-/// else chunk_state_passes.cuh): bf16 inputs with scalar or no gates.
+/// else chunk_state_passes.cuh): bf16 inputs.
 template <class Rule, class T>
-inline constexpr bool register_state_passes = std::is_same_v<T, __nv_bfloat16> && Rule::decay != decay_kind::vector;
+inline constexpr bool register_state_passes = std::is_same_v<T, __nv_bfloat16>;
 
-/// The element type of the workspace's chunk states, state gradients and rows W, Wb: bf16
-/// where the register-resident state passes run, because every product that reads them rounds
-/// them to bf16 (the same bits, half the bytes); else fp32.
+/// The element type of the workspace's rows that the state passes take as product operands
+/// (W, Wb; per-key decays: K ⊙ E, scale Q ⊙ Gam, -K ⊙ Gam): bf16 where the register-resident
+/// state passes run, because their products round every operand to bf16 (the same bits, half
+/// the bytes); else fp32.
 template <class Rule, class T>
-using workspace_state_t = std::conditional_t<register_state_passes<Rule, T>, __nv_bfloat16, float>;
+using workspace_row_t = std::conditional_t<register_state_passes<Rule, T>, __nv_bfloat16, float>;
+
+/// The element type of the workspace's chunk states and state gradients: bf16 where the
+/// register-resident state passes run with scalar or no gates (pass 4 rounds them to bf16
+/// when it stages them); fp32 for per-key decays, whose pass 4 reads them as fp32 tiles.
+template <class Rule, class T>
+using workspace_state_t =
+    std::conditional_t<register_state_passes<Rule, T> && Rule::decay != decay_kind::vector, __nv_bfloat16, float>;
 
 template <class Rule, class T>
 struct backward_args : call_args<Rule, T> {
   using grads_t = gradients_t<Rule, T>;
   using state_type = workspace_state_t<Rule, T>;
+  using row_type = workspace_row_t<Rule, T>;
 
   tensor_view<const T, 4> dout;          // [B, T, HV, V]  dL/d(out)
   grads_t grads;                         // dq, dk [B, T, H, K], dv [B, T, HV, V], dg / dbeta [B, T, HV]
@@ -48,14 +57,14 @@ struct backward_args : call_args<Rule, T> {
   // workspace (host/backward_plan.cuh)
   state_type* states = nullptr;          // [chunks, HV, K, V]  the state at the start of every chunk (H = S^T)
   state_type* state_grads = nullptr;     // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
-  tensor_view<state_type, 4> w_fwd;      // [B, T, HV, K]  T diag(Gam) K     (delta family)
+  tensor_view<row_type, 4> w_fwd;        // [B, T, HV, K]  T diag(Gam) K     (delta family)
   tensor_view<float, 4> u_fwd;           // [B, T, HV, V]  T V               (U~ = U - W H)
-  tensor_view<state_type, 4> w_bwd;      // [B, T, HV, K]  T^T diag(e) K
+  tensor_view<row_type, 4> w_bwd;        // [B, T, HV, K]  T^T diag(e) K
   tensor_view<float, 4> dx_loc;          // [B, T, HV, V]  T^T P^T dO        (dX = Wb dH + dXl)
   tensor_view<float, 4> dq_parts, dk_parts;  // [B, T, HV, K]  dQ, dK of each value head (per-key decays)
   // per-key decays, from chunk_decayed_rows for the state passes (keys_end and queries_start
   // share the memory of dq_parts and dk_parts, which pass 4 writes after the state passes)
-  tensor_view<float, 4> keys_end, queries_start, keys_start;  // [B, T, HV, K]  K ⊙ E, scale Q ⊙ Gam, -K ⊙ Gam
+  tensor_view<row_type, 4> keys_end, queries_start, keys_start;  // [B, T, HV, K]  K ⊙ E, scale Q ⊙ Gam, -K ⊙ Gam
   float* chunk_decay = nullptr;          // [chunks, HV, K]  Gam_{n-1} of every chunk
 
   backward_args(const typename Rule::template inputs<T>& in, const tensor_view<const T, 4>& grad_out, const grads_t& g,
@@ -87,6 +96,13 @@ struct backward_args : call_args<Rule, T> {
 
   /// Gam_{n-1} [K] of chunk i, value head hv, in `chunk_decay` (per-key decays).
   __device__ float* chunk_decay_at(int i, index_t hv, int K) const { return chunk_decay + (index_t(i) * heads_v + hv) * K; }
+
+  /// `chunk_decay` as a view [1, chunks, HV, K]: chunk i's Gam_{n-1} of value head hv is the
+  /// row (0, i, hv, :), which load_rows copies like a token's row.
+  __device__ tensor_view<const float, 4> chunk_decay_rows(int K) const {
+    return tensor_view<const float, 4>(chunk_decay, {1, index_t(chunk_count), index_t(heads_v), index_t(K)},
+                                       {index_t(chunk_count) * heads_v * K, index_t(heads_v) * K, index_t(K), 1});
+  }
 
   /// `states` or `state_grads` as a view [chunks, HV, K, V] (row-major): chunk i's block of
   /// value head hv is (i, hv, :, :).

@@ -12,7 +12,9 @@
 ///
 /// The values are the ones the passes formed for themselves before (the same fp32 operations),
 /// so the gradients do not change; what changes is that each is formed once per chunk, in a
-/// launch parallel over the chunks, instead of inside the passes' sequential chunk loops.
+/// launch parallel over the chunks, instead of inside the passes' sequential chunk loops. The
+/// rows are stored as workspace_row_t: bf16 for bf16 inputs, whose register-resident state
+/// passes round every product operand to bf16 anyway.
 #pragma once
 
 #include "chunk_factors.cuh"
@@ -49,14 +51,15 @@ __global__ void __launch_bounds__(256) chunk_decayed_rows_kernel(backward_args<R
   __syncthreads();
   column_cumsum<K>(s.b[0], ldk);
   __syncthreads();
+  using R = typename backward_args<Rule, T>::row_type;  // bf16 for the register-resident state passes
   const float scale = args.scale;
   for (int e = int(threadIdx.x); e < n * K; e += int(blockDim.x)) {
     const int r = e / K, d = e % K;
     const float br = s.b[r][d], kd = s.k[r][d];
-    args.keys_end(b, t0 + r, hv, d) = kd * __expf(s.b[C - 1][d] - br);
+    args.keys_end(b, t0 + r, hv, d) = from_float<R>(kd * __expf(s.b[C - 1][d] - br));
     const float gam = __expf(br);
-    args.queries_start(b, t0 + r, hv, d) = scale * s.q[r][d] * gam;
-    if constexpr (delta) args.keys_start(b, t0 + r, hv, d) = -(kd * gam);
+    args.queries_start(b, t0 + r, hv, d) = from_float<R>(scale * s.q[r][d] * gam);
+    if constexpr (delta) args.keys_start(b, t0 + r, hv, d) = from_float<R>(-(kd * gam));
   }
   float* decay = args.chunk_decay_at(int(blockIdx.x), hv, K);
   for (int d = int(threadIdx.x); d < K; d += int(blockDim.x)) decay[d] = __expf(s.b[C - 1][d]);

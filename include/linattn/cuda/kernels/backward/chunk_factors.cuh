@@ -125,11 +125,12 @@ struct chunk_input_rows {
   }
 };
 
-/// The rows a state pass reads: rows the backward's workspace holds (fp32) when `Workspace`,
-/// else the caller's input rows. The row type differs, so the pick is made at compile time.
-template <bool Workspace, class T>
-__device__ auto workspace_or_input(const tensor_view<float, 4>& workspace, const tensor_view<const T, 4>& input) {
-  if constexpr (Workspace) return tensor_view<const float, 4>(workspace);
+/// The rows a state pass reads: rows the backward's workspace holds (fp32 or bf16) when
+/// `Workspace`, else the caller's input rows. The row type may differ, so the pick is made at
+/// compile time.
+template <bool Workspace, class W, class T>
+__device__ auto workspace_or_input(const tensor_view<W, 4>& workspace, const tensor_view<const T, 4>& input) {
+  if constexpr (Workspace) return tensor_view<const W, 4>(workspace);
   else return input;
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Backward passes 2 and 3 for bf16 inputs and scalar (or no) gates, with the state in
-/// registers: the recurrences of chunk_states.cuh and chunk_state_grads.cuh as warp-level
+/// Backward passes 2 and 3 for bf16 inputs, with the state in registers: the recurrences of
+/// chunk_states.cuh and chunk_state_grads.cuh as warp-level
 /// mma.sync m16n8k16 products, in the layout of the forward's register-resident state pass
 /// (chunk_state_mma.cuh). A block has `Groups` groups of `Split` warps; group j owns 16 value
 /// columns, and warp s of it keeps the key columns [s K/Split, (s+1) K/Split) of Ht = H^T
@@ -23,7 +23,13 @@
 /// as it is: q, k, v, dO and pass 1's rows W, Wb as bf16 (ldmatrix or 4-byte fragment loads),
 /// U and dXl as fp32 (each added to a product in fp32). Every product operand is then rounded
 /// to bf16 once, as in the forward's 16-bit state pass; the sums stay fp32. The states go to
-/// the workspace as bf16 (workspace_state_t), the rounding pass 4's products give them anyway.
+/// the workspace as workspace_state_t: bf16, the rounding pass 4's products give them anyway.
+///
+/// Per-key decays (VectorDecay, KDA; `PerKey`) lie along the key columns, the products' other
+/// side. There the B rows carry them, as chunk_decayed_rows.cuh wrote them (bf16): K ⊙ E in
+/// pass 2, scale Q ⊙ Gam and -K ⊙ Gam in pass 3. The A operands keep factor 1, and the state's
+/// decay Gam_{n-1} [K] scales each lane's key columns of Ht (dHt), from a row copied with the
+/// chunk's rows. The states go to the workspace as fp32, which per-key pass 4 reads.
 #pragma once
 
 #include <cstdint>
@@ -54,34 +60,36 @@ inline int backward_state_groups(index_t head_blocks, index_t V, index_t multipr
 }
 
 /// Pass 2's rows of one chunk (rows past the chunk zero).
-template <class T, int K, int BV, bool Delta>
+template <class T, int K, int BV, bool Delta, bool PerKey>
 struct alignas(16) state_rows_forward {
   using value_type = std::conditional_t<Delta, float, T>;  // U (pass 1, fp32) or V
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
   static constexpr int ldk = K + pad<T>, ldv = BV + pad<value_type>;  // conflict-free fragment reads
-  T keys[C][ldk];                   // [C, K]   k
+  T keys[C][ldk];                   // [C, K]   k (per-key decays: K ⊙ E)
   T w[DC][ldk];                     // [C, K]   W (delta family)
   value_type values[C][ldv];        // [C, BV]  U or V
+  float decay[PerKey ? K : 1];      // [K]      Gam_{n-1} (per-key decays)
 };
 
 /// Pass 3's rows of one chunk.
-template <class T, int K, int BV, bool Delta>
+template <class T, int K, int BV, bool Delta, bool PerKey>
 struct alignas(16) state_rows_reverse {
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
   static constexpr int ldk = K + pad<T>, ldo = BV + pad<T>, ldx = BV + 4;
-  T queries[C][ldk];                // [C, K]   q
-  T keys[DC][ldk];                  // [C, K]   k (delta family)
+  T queries[C][ldk];                // [C, K]   q (per-key decays: scale Q ⊙ Gam)
+  T keys[DC][ldk];                  // [C, K]   k (delta family; per-key decays: -K ⊙ Gam)
   T wb[DC][ldk];                    // [C, K]   Wb
   T dout[C][ldo];                   // [C, BV]  dO
   float dxl[DC][ldx];               // [C, BV]  dXl
+  float decay[PerKey ? K : 1];      // [K]      Gam_{n-1} (per-key decays)
 };
 
-template <class T, int K, int Groups, int Split, bool Delta>
+template <class T, int K, int Groups, int Split, bool Delta, bool PerKey = false>
 struct state_passes_mma_storage {
   static constexpr int warps = Groups * Split, threads = 32 * warps, BV = 16 * Groups;
   static constexpr int partial_warps = Split > 1 && Delta ? warps : 0;
-  using forward_rows = state_rows_forward<T, K, BV, Delta>;
-  using reverse_rows = state_rows_reverse<T, K, BV, Delta>;
+  using forward_rows = state_rows_forward<T, K, BV, Delta, PerKey>;
+  using reverse_rows = state_rows_reverse<T, K, BV, Delta, PerKey>;
   union {
     forward_rows forward[2];  // pass 2: chunk i of the loop in buffer i % 2
     reverse_rows reverse[2];  // pass 3
@@ -156,11 +164,24 @@ __device__ inline void add_times_rows(float (&ht)[K / 8][4], const std::uint32_t
     mma_pair_ldm<T, true>(ht[2 * p], ht[2 * p + 1], a, rows + (16 * q + kl.row) * ld + 16 * p + kl.col);
 }
 
+/// h[16, KP] <- Gam_{n-1} h: the chunk's scalar decay exp(last), or per-key decays, each of
+/// the lane's key columns i times decay[i] (the warp's KP columns of Gam_{n-1}).
+template <bool PerKey, int KP>
+__device__ inline void decay_state(float (&h)[KP / 8][4], const float* decay, float last, int lane) {
+  if constexpr (PerKey) {
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int) { h[nt][e] *= decay[i]; });
+  } else {
+    const float d = expf(last);
+    for_tile_elements<KP>(lane, [&](int nt, int e, int, int) { h[nt][e] *= d; });
+  }
+}
+
 /// Pass 2 for sequence n_seq, value head blockIdx.y, value columns blockIdx.x * 16 Groups.
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
-  constexpr bool delta = corrects<Rule>;
-  using S = state_passes_mma_storage<T, K, Groups, Split, delta>;
+  constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
+  using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
+  using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::forward_rows;
   constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
   S& storage = *reinterpret_cast<S*>(smem);
@@ -172,28 +193,33 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     ht[nt][e] = args.s0.data() ? args.s0(n_seq, hv, k0 + i, vw + j) : 0.0f;
   });
   const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
-  const auto issue = [&](R& buf, int t0, int n) {
-    load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
+  const auto keys = workspace_or_input<per_key>(args.keys_end, args.in.k);  // per-key decays: K ⊙ E
+  const int end = seq.start + seq.length, chunks = (seq.length + C - 1) / C;
+  const auto issue = [&](R& buf, int c) {
+    const int t0 = seq.start + c * C, n = min(C, end - t0);
+    load_rows<C, K, Th>(buf.keys[0], R::ldk, keys, b, t0, n, per_key ? hv : h);
     if constexpr (delta) load_rows<C, K, Th>(buf.w[0], R::ldk, tensor_view<const T, 4>(args.w_fwd), b, t0, n, hv);
     load_rows<C, BV, Th>(buf.values[0], R::ldv, values, b, t0, n, hv, v0);
+    if constexpr (per_key) load_rows<1, K, Th>(buf.decay, K, args.chunk_decay_rows(K), 0, seq.first_chunk + c, 1, hv);
     commit_copies();
-    return lane_gate(args, b, t0, n, hv);
+    if constexpr (per_key) return 0.0f;
+    else return lane_gate(args, b, t0, n, hv);
   };
-  const int end = seq.start + seq.length, chunks = (seq.length + C - 1) / C;
-  float gate_next = chunks > 0 ? issue(storage.forward[0], seq.start, min(C, seq.length)) : 0.0f;
+  float gate_next = chunks > 0 ? issue(storage.forward[0], 0) : 0.0f;
   const ldm_lane kl = ldm_lane::kn_tiles(lane);
   for (int c = 0; c < chunks; ++c) {
-    const int t0 = seq.start + c * C;
     wait_copies<0>();
     __syncthreads();  // chunk c's rows are in; every warp is done with chunk c - 1's buffer
     const float gate = gate_next;
-    if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], t0 + C, min(C, end - t0 - C));
+    if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], c + 1);
     const R& buf = storage.forward[c % 2];
-    T* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = from_float<T>(ht[nt][e]); });
-    float last;
-    const float run = gate_cumsum(gate, lane, last);
-    const float to_end = expf(fminf(last - run, 0.0f));  // e of the lane's token
+    state_type* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = from_float<state_type>(ht[nt][e]); });
+    float last = 0.0f, to_end = 1.0f;  // e of the lane's token (scalar gates)
+    if constexpr (!per_key) {
+      const float run = gate_cumsum(gate, lane, last);
+      to_end = expf(fminf(last - run, 0.0f));
+    }
 
     float x[CT][4] = {};  // U~t [16, C]
     if constexpr (delta) {
@@ -205,12 +231,11 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         x[nt][e] = to_float(buf.values[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]) - x[nt][e];
-    const float decay = expf(last);
-    for_tile_elements<KP>(lane, [&](int nt, int e, int, int) { ht[nt][e] *= decay; });
+    decay_state<per_key, KP>(ht, buf.decay + k0, last, lane);
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
-      float f[4];
-      token_factors(f, to_end, q, t);
+      float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+      if constexpr (!per_key) token_factors(f, to_end, q, t);
       std::uint32_t a[4];
       pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
       add_times_rows<T, KP>(ht, a, buf.keys[0] + k0, R::ldk, q, kl);
@@ -222,8 +247,9 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 /// blockIdx.x * 16 Groups; dL/d(initial state) at the end.
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
-  constexpr bool delta = corrects<Rule>;
-  using S = state_passes_mma_storage<T, K, Groups, Split, delta>;
+  constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
+  using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
+  using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::reverse_rows;
   constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
   S& storage = *reinterpret_cast<S*>(smem);
@@ -235,17 +261,23 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) {
     dh[nt][e] = args.ds1.data() ? args.ds1(n_seq, hv, k0 + i, vw + j) : 0.0f;
   });
+  // per-key decays: scale Q ⊙ Gam and -K ⊙ Gam of value head hv
+  const auto queries = workspace_or_input<per_key>(args.queries_start, args.in.q);
+  const auto keys = workspace_or_input<per_key>(args.keys_start, args.in.k);
+  const index_t key_head = per_key ? hv : h;
   const auto issue = [&](R& buf, int c) {
     const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
-    load_rows<C, K, Th>(buf.queries[0], R::ldk, args.in.q, b, t0, n, h);
+    load_rows<C, K, Th>(buf.queries[0], R::ldk, queries, b, t0, n, key_head);
     load_rows<C, BV, Th>(buf.dout[0], R::ldo, args.dout, b, t0, n, hv, v0);
     if constexpr (delta) {
-      load_rows<C, K, Th>(buf.keys[0], R::ldk, args.in.k, b, t0, n, h);
+      load_rows<C, K, Th>(buf.keys[0], R::ldk, keys, b, t0, n, key_head);
       load_rows<C, K, Th>(buf.wb[0], R::ldk, tensor_view<const T, 4>(args.w_bwd), b, t0, n, hv);
       load_rows<C, BV, Th>(buf.dxl[0], R::ldx, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv, v0);
     }
+    if constexpr (per_key) load_rows<1, K, Th>(buf.decay, K, args.chunk_decay_rows(K), 0, seq.first_chunk + c, 1, hv);
     commit_copies();
-    return lane_gate(args, b, t0, n, hv);
+    if constexpr (per_key) return 0.0f;
+    else return lane_gate(args, b, t0, n, hv);
   };
   const int chunks = (seq.length + C - 1) / C;
   float gate_next = chunks > 0 ? issue(storage.reverse[0], chunks - 1) : 0.0f;
@@ -257,10 +289,10 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     const float gate = gate_next;
     if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
     const R& buf = storage.reverse[step % 2];
-    T* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = from_float<T>(dh[nt][e]); });
-    float last;
-    const float gam = expf(gate_cumsum(gate, lane, last));  // Gam of the lane's token
+    state_type* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = from_float<state_type>(dh[nt][e]); });
+    float last = 0.0f, gam = 1.0f;  // Gam of the lane's token (scalar gates)
+    if constexpr (!per_key) gam = expf(gate_cumsum(gate, lane, last));
 
     float x[CT][4] = {};  // dXt [16, C]
     if constexpr (delta) {
@@ -271,18 +303,18 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
     }
-    const float decay = expf(last);
-    for_tile_elements<KP>(lane, [&](int nt, int e, int, int) { dh[nt][e] *= decay; });
+    decay_state<per_key, KP>(dh, buf.decay + k0, last, lane);
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
-      float f[4];
-      token_factors(f, gam, q, t);
-      std::uint32_t a[4];  // dO^T diag(scale Gam), tokens 16 q ..
+      float f[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+      if constexpr (!per_key) token_factors(f, gam, q, t);
+      std::uint32_t a[4];  // dO^T diag(scale Gam), tokens 16 q .. (per-key decays: dO^T, the B rows carry them)
       ldmatrix_x4<true>(a, buf.dout[0] + (16 * q + bl.row) * R::ldo + j0 + bl.col);
-      scale_a<T>(a, {scale * f[0], scale * f[1], scale * f[2], scale * f[3]});
+      if constexpr (!per_key) scale_a<T>(a, {scale * f[0], scale * f[1], scale * f[2], scale * f[3]});
       add_times_rows<T, KP>(dh, a, buf.queries[0] + k0, R::ldk, q, kl);
-      if constexpr (delta) {
-        pack_a<T>(a, x[2 * q], x[2 * q + 1], {-f[0], -f[1], -f[2], -f[3]});
+      if constexpr (delta) {  // -dXt diag(Gam) (per-key decays: dXt, the B rows carry -Gam)
+        if constexpr (!per_key) f[0] = -f[0], f[1] = -f[1], f[2] = -f[2], f[3] = -f[3];
+        pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
         add_times_rows<T, KP>(dh, a, buf.keys[0] + k0, R::ldk, q, kl);
       }
     }
@@ -293,7 +325,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
 
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_passes_mma_kernel(backward_args<Rule, T> args) {
-  static_assert(std::is_same_v<typename backward_args<Rule, T>::state_type, T>, "the workspace holds the states as bf16");
+  static_assert(std::is_same_v<typename backward_args<Rule, T>::row_type, T>, "the workspace holds the rows as bf16");
   static_assert(V % (16 * Groups) == 0, "whole blocks of value columns");
   static_assert(K % (16 * Split) == 0, "each warp takes whole 16-key steps");
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
