@@ -32,7 +32,7 @@ struct chunk_wy_storage {
   static constexpr int warps = 8, threads = 32 * warps;
   static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
   float keys[C][ldk];      // [C, K]
-  float queries[C][ldk];   // [C, K]  scale q
+  float queries[C][ldk];   // [C, K]  scale q (per-key decays, after the scores: K ⊙ Gam, then K ⊙ E)
   float values[C][ldv];    // [C, V]
   float dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P
@@ -40,7 +40,6 @@ struct chunk_wy_storage {
   chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) T), T
   chunk_coefficients cf;
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
-  float decayed[CK][ldk];  // [C, K]  per-key decays: K ⊙ Gam, then K ⊙ E (every tile before it 32-byte sized)
   float b[CK][ldk];        // [C, K]  per-key decays: the chunk-local cumsum of the log gates
 };
 
@@ -106,19 +105,23 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
   __syncthreads();
   key_scores<K>(s.queries[0], s.keys[0], s.b[0], S::ldk, s.p[0], s.cr.g[0], true);
-  key_decayed<K>(s.decayed[0], s.keys[0], S::ldk, s.b[0], false);  // K ⊙ Gam
+  // The queries are read only by the scores: their tile then holds the decayed keys, which keeps
+  // the block's shared memory small enough for two blocks per multiprocessor.
+  float* const decayed = s.queries[0];
+  __syncthreads();
+  key_decayed<K>(decayed, s.keys[0], S::ldk, s.b[0], false);  // K ⊙ Gam
   __syncthreads();
   chunk_solve(s.cf, s.cr);
   tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // values and dO as loaded
-  tile_product<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_fwd));
+  tile_product<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
                                                              rows_out(args.u_fwd));
   __syncthreads();  // P T complete; K ⊙ Gam read
-  key_decayed<K>(s.decayed[0], s.keys[0], S::ldk, s.b[0], true);  // K ⊙ E
+  key_decayed<K>(decayed, s.keys[0], S::ldk, s.b[0], true);  // K ⊙ E
   __syncthreads();
-  tile_product<P, col_major, row_major, C, K, C>(s.cr.t[0], S::ldc, s.decayed[0], S::ldk, stage, rows_out(args.w_bwd));
+  tile_product<P, col_major, row_major, C, K, C>(s.cr.t[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_bwd));
   tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
                                                               rows_out(args.dx_loc));
 }
