@@ -34,7 +34,7 @@ namespace linattn::cuda::detail {
 template <class State, class Row>
 struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   dim3 chunk_grid;                 // (chunks, HV)   pass 1
-  int state_columns;               // value columns per block of passes 2 and 3 (16, 32 or 64; with
+  int state_columns = 0;           // value columns per block of passes 2 and 3 (16, 32 or 64; with
                                    // register_states 16 per group)
   int state_groups = 0;            // groups of 16 columns per block of the register-resident passes
   dim3 state_grid;                 // (V / state_columns, HV, 2 N)   passes 2 and 3, side by side
@@ -58,10 +58,12 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
   /// state_pass_widths[i] value columns.
   backward_plan(const problem& p, bool corrects, bool per_key, bool register_states, index_t multiprocessors,
                 const std::array<int, 3>& residency)
-      : chunk_tables(p, backward_chunk), state_columns(backward_state_columns(p.N * p.HV, p.V, multiprocessors, residency)) {
+      : chunk_tables(p, backward_chunk) {
     if (register_states) {
       state_groups = backward_state_groups(p.N * p.HV, p.V, multiprocessors);
       state_columns = 16 * state_groups;
+    } else {
+      state_columns = backward_state_columns(p.N * p.HV, p.V, multiprocessors, residency);
     }
     chunk_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns), unsigned(p.HV), unsigned(2 * p.N));

@@ -28,8 +28,10 @@ inline constexpr std::array<int, 3> state_pass_widths = {16, 32, 64};
 /// are all resident at once, `resident[i]` blocks per multiprocessor at width i. The passes are
 /// sequential over chunks, so a second wave of blocks costs a second pass's time, and among the
 /// shapes that fit, narrower blocks take shorter steps. When none fits, the widest: fewer steps
-/// in all, each reading a chunk's rows once for more columns. (Measured on an H200 for KDA and
-/// VectorDecay, whose kernels fit one and two blocks per multiprocessor: bench/cuda/README.md.)
+/// in all, each reading a chunk's rows once for more columns. (Measured on an H200 for bf16 KDA
+/// and VectorDecay, whose kernels fit one and two blocks per multiprocessor, before their bf16
+/// passes moved to state_passes_mma.cuh; these passes now serve fp32 and fp16 inputs:
+/// bench/cuda/README.md, wave 2 session 29.)
 inline int backward_state_columns(index_t head_blocks, index_t V, index_t multiprocessors,
                                   const std::array<int, 3>& resident) {
   for (std::size_t i = 0; i < state_pass_widths.size(); ++i) {
