@@ -251,6 +251,18 @@ __device__ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
                  : "memory");
 }
 
+/// Two 8x8 16-bit matrices from shared memory: lanes 0-15 give the row addresses (lane i: row
+/// i % 8 of matrix i / 8; the other lanes' are not read) and every lane receives its element of
+/// each in r[0], r[1] as ldmatrix_x4 does.
+template <bool Trans = false>
+__device__ inline void ldmatrix_x2(std::uint32_t (&r)[2], const void* row) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s) : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s) : "memory");
+}
+
 /// mma_pair with the two n-tiles loaded first, by one ldmatrix_x4<Trans> at the lane's `row`.
 template <class T, bool Trans = false>
 __device__ inline void mma_pair_ldm(float (&d0)[4], float (&d1)[4], const std::uint32_t (&a)[4], const void* row) {

@@ -28,6 +28,15 @@ inline constexpr bool is_mma_16bit = false;
 template <class T, int Terms>
 inline constexpr bool is_mma_16bit<mma_16bit<T, Terms>> = true;
 
+/// The padding, in floats, of the rows of the fp32 [C, K] and [C, V] tiles whose products a
+/// policy takes. mma_16bit reads them mostly as 8-byte pairs along a row (fp32_a_pairs,
+/// fp32_b_pairs: lane 4 g + t at row g, column 2 t), which a half warp serves in one wavefront
+/// when the row stride is 8 modulo the 32 banks (4 puts rows g and g + 1 on the same banks:
+/// two wavefronts). Its pairs down a column (fp32_kn_pairs) then take two, but they are the
+/// fewer reads. The WMMA policies keep 4.
+template <class Op>
+inline constexpr int row_pad = is_mma_16bit<Op> ? 8 : 4;
+
 /// The warps of per-warp stage a policy's products need (block_gemm's stage_floats each); one
 /// unused row for mma_16bit, so that storage keeps its shape.
 template <class Op, int Warps>
@@ -37,26 +46,33 @@ inline constexpr int stage_warps = is_mma_16bit<Op> ? 1 : Warps;
 /// operands that hold values of the policy's 16-bit type exactly (rows as loaded from inputs
 /// of that type): mma_16bit with split terms skips their zero lo terms' products, which changes no
 /// bit of the result; the WMMA policies ignore it.
+/// mma_16bit also takes an operand as a tile of its 16-bit type that holds its values exactly
+/// (warp_gemm); the WMMA policies take fp32 tiles only.
 template <class Op, class LA, class LB, int M, int N, int Kd, bool lower_a = false,
-          exact_operands Exact = exact_operands::none, class Epilogue>
-__device__ void tile_product(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
-                             Epilogue&& epilogue) {
-  if constexpr (is_mma_16bit<Op>)
+          exact_operands Exact = exact_operands::none, class EA, class EB, class Epilogue>
+__device__ void tile_product(const EA* A, unsigned lda, const EB* B, unsigned ldb, float* stage, Epilogue&& epilogue) {
+  if constexpr (is_mma_16bit<Op>) {
     warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd, lower_a, Exact>(A, int(lda), B, int(ldb), epilogue);
-  else block_gemm<Op, LA, LB, M, N, Kd, lower_a>(A, lda, B, ldb, stage, epilogue);
+  } else {
+    static_assert(std::is_same_v<EA, float> && std::is_same_v<EB, float>, "WMMA products of fp32 tiles");
+    block_gemm<Op, LA, LB, M, N, Kd, lower_a>(A, lda, B, ldb, stage, epilogue);
+  }
 }
 
 /// C = A B for products with fewer result tiles than warps and a long Kd: block_gemm_split_k
 /// for the WMMA policies (it synchronises inside: every thread calls it), warp_gemm for
 /// mma_16bit (a unit per warp over the whole Kd); `Exact` as for tile_product. The caller
 /// synchronises before and after.
-template <class Op, class LA, class LB, int M, int N, int Kd, exact_operands Exact = exact_operands::none,
-          class Epilogue>
-__device__ void tile_product_split_k(const float* A, unsigned lda, const float* B, unsigned ldb, float* stage,
+template <class Op, class LA, class LB, int M, int N, int Kd, exact_operands Exact = exact_operands::none, class EA,
+          class EB, class Epilogue>
+__device__ void tile_product_split_k(const EA* A, unsigned lda, const EB* B, unsigned ldb, float* stage,
                                      Epilogue&& epilogue) {
-  if constexpr (is_mma_16bit<Op>)
+  if constexpr (is_mma_16bit<Op>) {
     warp_gemm<typename Op::type, Op::terms, LA, LB, M, N, Kd, false, Exact>(A, int(lda), B, int(ldb), epilogue);
-  else block_gemm_split_k<Op, LA, LB, M, N, Kd>(A, lda, B, ldb, stage, epilogue);
+  } else {
+    static_assert(std::is_same_v<EA, float> && std::is_same_v<EB, float>, "WMMA products of fp32 tiles");
+    block_gemm_split_k<Op, LA, LB, M, N, Kd>(A, lda, B, ldb, stage, epilogue);
+  }
 }
 
 }  // namespace linattn::cuda::detail

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Block-wide matrix products of fp32 tiles in shared memory on register mma.sync m16n8k16
-/// products: each warp reads its fragments straight from the tiles, rounding them to the
-/// 16-bit type T or splitting them into two such terms (mma_sync.cuh's fp32 fragment loads),
-/// accumulates in fp32 registers and hands its results to the epilogue as they are, two
-/// columns of two rows per lane. Nothing goes through a staged tile, so there is no per-warp
-/// stage and no round trip through it (the WMMA products of block_gemm.cuh need both).
+/// Block-wide matrix products of tiles in shared memory on register mma.sync m16n8k16
+/// products: each warp reads its fragments straight from the tiles, accumulates in fp32
+/// registers and hands its results to the epilogue as they are, two columns of two rows per
+/// lane. An operand is an fp32 tile, whose fragments are rounded to the 16-bit type T or split
+/// into two such terms as they are read (mma_sync.cuh's fp32 fragment loads), or a tile of T
+/// holding its values exactly (rows as loaded), read by ldmatrix with no conversion. Nothing goes
+/// through a staged tile, so there is no per-warp stage and no round trip through it (the WMMA
+/// products of block_gemm.cuh need both).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,23 @@ __device__ inline void fp32_b_operand(float2 (&x)[2], const float* B, int ldb, i
   else fp32_b_pairs(x, B, ldb, n0, k0, lane);
 }
 
+/// The A fragment of rows [r0, r0 + 16), k-step [k0, k0 + 16) of a 16-bit tile stored
+/// row-major [M, Kd] (one ldmatrix_x4; rows 16-byte aligned).
+template <class L, class E>
+__device__ inline void half_a_operand(std::uint32_t (&a)[4], const E* A, int lda, int r0, int k0, int lane) {
+  static_assert(std::is_same_v<L, row_major>, "16-bit A operands are stored row-major");
+  const ldm_lane l = ldm_lane::a_tile(lane);
+  ldmatrix_x4(a, A + (r0 + l.row) * lda + k0 + l.col);
+}
+
+/// The B fragment (b0, b1) of n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of a 16-bit tile
+/// stored [Kd, N] (row_major: read transposed) or [N, Kd] (col_major): one ldmatrix_x2.
+template <class L, class E>
+__device__ inline void half_b_operand(std::uint32_t (&b)[2], const E* B, int ldb, int n0, int k0, int lane) {
+  if constexpr (std::is_same_v<L, row_major>) ldmatrix_x2<true>(b, B + (k0 + lane % 16) * ldb + n0);
+  else ldmatrix_x2(b, B + (n0 + lane % 8) * ldb + k0 + 8 * ((lane / 8) % 2));
+}
+
 /// The operands of a product that hold values of its 16-bit type T exactly (rows as loaded
 /// from inputs of type T): their lo terms are zero, so a split product skips the products with
 /// them. The result is the same to the bit: those products only add zeros to the accumulator.
@@ -48,37 +67,28 @@ __device__ inline void fp32_terms(std::uint32_t (&hi)[N], std::uint32_t (&lo)[N]
   else round_pairs<T>(hi, x);
 }
 
-/// d += a b for fp32 fragment pairs, in `Terms` 16-bit products: 1, both rounded to T; 3, both
-/// split into hi + lo (split_pairs) and d += a_lo b_hi + a_hi b_lo + a_hi b_hi (about 16-bit
+/// C = A B with A [M, Kd] and B [Kd, N] in shared memory (layouts LA, LB), in 16-bit products
+/// of T, in units of 16 rows x 8 NT columns spread over the warps [first_warp, first_warp +
+/// warps) (NT = 2, one A fragment for two n-tiles, for results wider than 32 columns; 1 for
+/// [C, C] results, so that more warps share them). Each operand is an fp32 tile (EA or EB
+/// float) or a tile of T (EA or EB = T, 16-byte aligned rows, A row-major) holding its values
+/// exactly. `Terms` says how fp32 operands become 16-bit ones: 1, rounded to T; 3, split into
+/// hi + lo (split_pairs) with d += a_lo b_hi + a_hi b_lo + a_hi b_hi per step (about 16-bit
 /// operands for bf16: finer than TF32's 11 bits, where one rounding to bf16 has 8), less the
-/// product with the lo term of an operand that `Exact` names (it is zero; ah holds a, al is
-/// not read, for an exact a).
-template <class T, int Terms, exact_operands Exact = exact_operands::none>
-__device__ inline void mma_fp32_pairs(float (&d)[4], const std::uint32_t (&ah)[4], const std::uint32_t (&al)[4],
-                                      const float2 (&xb)[2]) {
-  constexpr bool split_a = Terms == 3 && !exact_a(Exact), split_b = Terms == 3 && !exact_b(Exact);
-  std::uint32_t bh[2], bl[2];
-  fp32_terms<T, split_b>(bh, bl, xb);
-  if constexpr (split_a) mma_16816<T>(d, al, bh[0], bh[1]);
-  if constexpr (split_b) mma_16816<T>(d, ah, bl[0], bl[1]);
-  mma_16816<T>(d, ah, bh[0], bh[1]);
-}
-
-/// C = A B with A [M, Kd] and B [Kd, N] fp32 in shared memory (layouts LA, LB), in 16-bit
-/// products of T (`Terms` as for mma_fp32_pairs), in units of 16 rows x 8 NT columns spread
-/// over the warps [first_warp, first_warp + warps) (NT = 2, one A fragment for two n-tiles,
-/// for results wider than 32 columns; 1 for [C, C] results, so that more warps share them).
-/// Each result element is passed once to the epilogue, as `epilogue(row, col, const float
-/// (&v)[2])` for columns col, col + 1 (col even). `lower_a`: A is lower triangular, so a unit
-/// stops at the k-step of its diagonal. No synchronisation inside: the caller synchronises
-/// before (the operands complete) and after. `Exact`: the operands that hold values of T
-/// exactly (mma_fp32_pairs).
+/// product with the lo term of an operand that is a tile of T or that `Exact` names (it is
+/// zero). Each result element is passed once to the epilogue, as `epilogue(row, col, const
+/// float (&v)[2])` for columns col, col + 1 (col even). `lower_a`: A is lower triangular, so a
+/// unit stops at the k-step of its diagonal. No synchronisation inside: the caller synchronises
+/// before (the operands complete) and after.
 template <class T, int Terms, class LA, class LB, int M, int N, int Kd, bool lower_a = false,
-          exact_operands Exact = exact_operands::none, class Epilogue>
-__device__ void warp_gemm(const float* A, int lda, const float* B, int ldb, Epilogue&& epilogue, int first_warp = 0,
+          exact_operands Exact = exact_operands::none, class EA, class EB, class Epilogue>
+__device__ void warp_gemm(const EA* A, int lda, const EB* B, int ldb, Epilogue&& epilogue, int first_warp = 0,
                           int warps = -1) {
   static_assert(M % 16 == 0 && N % 8 == 0 && Kd % 16 == 0, "whole 16 x 8 x 16 tiles");
   static_assert(Terms == 1 || Terms == 3, "one rounded product or three split ones");
+  constexpr bool fp32_a = std::is_same_v<EA, float>, fp32_b = std::is_same_v<EB, float>;
+  static_assert((fp32_a || std::is_same_v<EA, T>) && (fp32_b || std::is_same_v<EB, T>), "fp32 tiles or tiles of T");
+  constexpr bool split_a = Terms == 3 && fp32_a && !exact_a(Exact), split_b = Terms == 3 && fp32_b && !exact_b(Exact);
   constexpr int NT = N > 32 && N % 16 == 0 ? 2 : 1, units_n = N / (8 * NT), units = (M / 16) * units_n;
   constexpr int steps = Kd / 16;
   const int warp = int(threadIdx.x / 32) - first_warp, lane = int(threadIdx.x % 32);
@@ -92,15 +102,27 @@ __device__ void warp_gemm(const float* A, int lda, const float* B, int ldb, Epil
 #pragma unroll
     for (int s = 0; s < steps; ++s) {
       if (lower_a && s > last) continue;
-      float2 xa[4];
-      fp32_a_operand<LA>(xa, A, lda, r0, 16 * s, lane);
       std::uint32_t ah[4], al[4];
-      fp32_terms<T, Terms == 3 && !exact_a(Exact)>(ah, al, xa);
+      if constexpr (fp32_a) {
+        float2 xa[4];
+        fp32_a_operand<LA>(xa, A, lda, r0, 16 * s, lane);
+        fp32_terms<T, split_a>(ah, al, xa);
+      } else {
+        half_a_operand<LA>(ah, A, lda, r0, 16 * s, lane);
+      }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        float2 xb[2];
-        fp32_b_operand<LB>(xb, B, ldb, n0 + 8 * j, 16 * s, lane);
-        mma_fp32_pairs<T, Terms, Exact>(acc[j], ah, al, xb);
+        std::uint32_t bh[2], bl[2];
+        if constexpr (fp32_b) {
+          float2 xb[2];
+          fp32_b_operand<LB>(xb, B, ldb, n0 + 8 * j, 16 * s, lane);
+          fp32_terms<T, split_b>(bh, bl, xb);
+        } else {
+          half_b_operand<LB>(bh, B, ldb, n0 + 8 * j, 16 * s, lane);
+        }
+        if constexpr (split_a) mma_16816<T>(acc[j], al, bh[0], bh[1]);
+        if constexpr (split_b) mma_16816<T>(acc[j], ah, bl[0], bl[1]);
+        mma_16816<T>(acc[j], ah, bh[0], bh[1]);
       }
     }
 #pragma unroll
