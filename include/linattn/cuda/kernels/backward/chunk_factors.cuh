@@ -89,20 +89,43 @@ struct chunk_rows {
     }
   }
 
-  /// tile[r][c] = factor(r) * x(b, t0 + r, h, c0 + c) (rows past n: 0).
+  /// tile[r][c] = factor(r) * x(b, t0 + r, h, c0 + c) (rows past n: 0): 16-byte stores where
+  /// the tile's rows are 16-byte aligned (a thread's consecutive floats; element by element they
+  /// would put its lanes' stores 8 floats apart, an 8-way bank conflict), else element by element.
   template <class Factor>
   __device__ void store(float* tile, int ld, Factor&& factor) const {
+    const bool wide = ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(tile) % 16 == 0;
 #pragma unroll
     for (int i = 0; i < iters; ++i) {
       const int e = int(threadIdx.x) + i * Threads, r = e / per_row, c = (e % per_row) * vec;
       if (pieces % Threads != 0 && e >= pieces) break;
       const float f = factor(r);
+      if constexpr (vec % 4 == 0) {
+        if (wide) {
+#pragma unroll
+          for (int m = 0; m < vec; m += 4)
+            *reinterpret_cast<float4*>(tile + r * ld + c + m) =
+                make_float4(f * to_float(p[i].e[m]), f * to_float(p[i].e[m + 1]), f * to_float(p[i].e[m + 2]),
+                            f * to_float(p[i].e[m + 3]));
+          continue;
+        }
+      }
 #pragma unroll
       for (int m = 0; m < vec; ++m) tile[r * ld + c + m] = f * to_float(p[i].e[m]);
     }
   }
   __device__ void store(float* tile, int ld, float scale = 1.0f) const {
     store(tile, ld, [scale](int) { return scale; });
+  }
+  /// tile[r][c] = x(b, t0 + r, h, c0 + c) as loaded, in T (rows past n: 0): one 16-byte store
+  /// per piece, so the rows of `tile` (ld elements) are 16-byte aligned.
+  __device__ void store_as_loaded(T* tile, int ld) const {
+#pragma unroll
+    for (int i = 0; i < iters; ++i) {
+      const int e = int(threadIdx.x) + i * Threads, r = e / per_row, c = (e % per_row) * vec;
+      if (pieces % Threads != 0 && e >= pieces) break;
+      *reinterpret_cast<uint4*>(tile + r * ld + c) = p[i].raw;
+    }
   }
 };
 
@@ -122,6 +145,11 @@ struct chunk_input_rows {
   __device__ void store(float* queries, float* keys, int ldk, float* values, float* douts, int ldv, float scale) const {
     q.store(queries, ldk, scale), k.store(keys, ldk);
     v.store(values, ldv), dout.store(douts, ldv);
+  }
+  /// The rows as loaded (q not scaled), in T.
+  __device__ void store_as_loaded(T* queries, T* keys, int ldk, T* values, T* douts, int ldv) const {
+    q.store_as_loaded(queries, ldk), k.store_as_loaded(keys, ldk);
+    v.store_as_loaded(values, ldv), dout.store_as_loaded(douts, ldv);
   }
 };
 
@@ -163,10 +191,13 @@ enum class tile_update { assign, add, subtract, negated_strictly_lower };
 /// An epilogue for block_gemm or tile_product (any width W) into the rows of an fp32 tile in
 /// shared memory (ld floats per row): tile[r][j] = the result, += it or -= it; or
 /// (negated_strictly_lower, a [C, C] tile) minus the result below the diagonal (j < r) and 0 on
-/// and above it.
+/// and above it. The result is taken times `scale` first (1: as it is, the same bits).
 template <tile_update U = tile_update::assign, int ld>
-__device__ auto tile_epilogue(float (*tile)[ld]) {
-  return [tile]<int W>(int r, int j, const float (&x)[W]) {
+__device__ auto tile_epilogue(float (*tile)[ld], float scale = 1.0f) {
+  return [tile, scale]<int W>(int r, int j, const float (&v)[W]) {
+    float x[W];
+#pragma unroll
+    for (int e = 0; e < W; ++e) x[e] = scale * v[e];
     if constexpr (W == 2 && U != tile_update::negated_strictly_lower) {  // one 8-byte access (j and ld even)
       float2& o = *reinterpret_cast<float2*>(&tile[r][j]);
       if constexpr (U == tile_update::assign) o = make_float2(x[0], x[1]);
@@ -247,15 +278,18 @@ __device__ inline float decay_between(const chunk_coefficients& cf, int r, int i
 /// ... (a warp sum each), lane i keeping the norm of its i-th row, then its lanes read those
 /// rows' betas at once, so that their loads wait one memory latency, not one per row. The
 /// caller synchronises.
-template <int K, class Rule, class T>
-__device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficients& cf, const float* keys, int ldk,
+template <int K, class Rule, class T, class E>
+__device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficients& cf, const E* keys, int ldk,
                             index_t b, index_t t0, int n, index_t hv) {
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
   float mine = 0.0f;  // ||k||^2 of the warp's row `lane`
   int rows = 0;
   for (int r = warp; r < backward_chunk; r += warps, ++rows) {
     float kk = 0.0f;
-    for (int i = lane; i < K; i += 32) kk += keys[r * ldk + i] * keys[r * ldk + i];
+    for (int i = lane; i < K; i += 32) {
+      const float x = to_float(keys[r * ldk + i]);
+      kk += x * x;
+    }
     kk = warp_sum(kk);
     if (lane == rows) mine = kk;
   }
@@ -267,12 +301,13 @@ __device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficien
 }
 
 /// The epilogue of P = Q K^T ⊙ D: p [C, C] (ld chunk_corrections::ld) on and below the
-/// diagonal, 0 above.
-__device__ inline auto scores_epilogue(const chunk_coefficients& cf, float* p) {
-  return [&cf, p]<int W>(int r, int j, const float (&x)[W]) {
+/// diagonal, 0 above; the product times `qscale` (where the queries were not scaled) first.
+__device__ inline auto scores_epilogue(const chunk_coefficients& cf, float* p, float qscale = 1.0f) {
+  return [&cf, p, qscale]<int W>(int r, int j, const float (&x)[W]) {
     constexpr int ld = chunk_corrections::ld;
 #pragma unroll
-    for (int e = 0; e < W; ++e) p[r * ld + j + e] = j + e <= r ? x[e] * decay_between(cf, r, j + e) : 0.0f;
+    for (int e = 0; e < W; ++e)
+      p[r * ld + j + e] = j + e <= r ? (qscale * x[e]) * decay_between(cf, r, j + e) : 0.0f;
   };
 }
 
@@ -327,24 +362,35 @@ __device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_correctio
 /// each, a unit over the whole Kd) run side by side on the two halves of the block's warps,
 /// with one barrier after both; each unit's bits are as when the products run one after the
 /// other, which the WMMA policies do. Ends synchronised; chunk_solve then gives M and T.
-template <class P, int K>
-__device__ void chunk_scores_gram(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf,
-                                  float* p, chunk_corrections& cr, float* stage) {
+/// The queries and keys may be tiles of the policy's 16-bit type holding them as loaded
+/// (mma_16bit only; each with its row stride), which its products read with ldmatrix; the
+/// scores are then taken times `qscale`, the scale the queries were not given.
+template <class P, int K, class EQ, class EK>
+__device__ void chunk_scores_gram(const EQ* queries, int ldq, const EK* keys, int ldk, const chunk_coefficients& cf,
+                                  float* p, chunk_corrections& cr, float* stage, float qscale = 1.0f) {
   constexpr int C = backward_chunk;
   if constexpr (is_mma_16bit<P>) {
     using T = typename P::type;
     const int half = int(blockDim.x) / 64;
-    warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, scores_exact>(queries, ldk, keys, ldk,
-                                                                               scores_epilogue(cf, p), 0, half);
+    warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, scores_exact>(queries, ldq, keys, ldk,
+                                                                               scores_epilogue(cf, p, qscale), 0, half);
     warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, gram_exact>(keys, ldk, keys, ldk,
                                                                              gram_epilogue(cf, cr.g[0]), half, half);
   } else {
-    chunk_scores<P, K>(queries, keys, ldk, cf, p, stage);
+    tile_product_split_k<P, row_major, col_major, C, C, K, scores_exact>(queries, ldq, keys, ldk, stage,
+                                                                         scores_epilogue(cf, p, qscale));
     __syncthreads();
     tile_product_split_k<P, row_major, col_major, C, C, K, gram_exact>(keys, ldk, keys, ldk, stage,
                                                                        gram_epilogue(cf, cr.g[0]));
   }
   __syncthreads();
+}
+
+/// The same with queries and keys in fp32 tiles of one row stride.
+template <class P, int K>
+__device__ void chunk_scores_gram(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf,
+                                  float* p, chunk_corrections& cr, float* stage) {
+  chunk_scores_gram<P, K>(queries, ldk, keys, ldk, cf, p, cr, stage);
 }
 
 }  // namespace linattn::cuda::detail

@@ -16,11 +16,16 @@
 /// dq and dk of a q/k head sum over its value heads in a fixed order, so the result is the
 /// same on every run. The products are tensor-core products of fp32 tiles (gradient_products,
 /// tile_product.cuh: for bf16 inputs register mma.sync products, each operand split into two
-/// bf16 terms, three products per step, one fewer where an operand is k, dO or (additive
-/// family) V as loaded, whose lo terms are zero; for fp16 inputs WMMA with one TF32 product
-/// per step, for fp32 three), except the five with H0 or dH, which state_products.cuh takes in
-/// three phases (bf16 inputs: mma.sync from the state staged in shared memory as bf16).
+/// bf16 terms, three products per step; for fp16 inputs WMMA with one TF32 product per step,
+/// for fp32 three), except the five with H0 or dH, which state_products.cuh takes in three
+/// phases (bf16 inputs: mma.sync from the state staged in shared memory as bf16). For bf16
+/// inputs q, k and dO are also kept as loaded in bf16 (loaded_rows): exact, so the products
+/// read them by ldmatrix with no lo terms (one product per step fewer; none for K K^T), and the
+/// [C, K], [C, V] fp32 tiles take rows of K + 8 floats (row_pad), which the products' 8-byte
+/// fragment loads read without bank conflicts.
 #pragma once
+
+#include <tuple>
 
 #include "../../tile/tile_product.cuh"
 #include "chunk_factors.cuh"
@@ -28,16 +33,41 @@
 
 namespace linattn::cuda::detail {
 
+/// The rows pass 4 keeps beside its fp32 tiles. For bf16 inputs: q (unscaled), k and dO as
+/// loaded, in bf16, whose values they hold exactly; its mma.sync products read them by ldmatrix
+/// with no conversion and no lo terms (the scale goes into those products' epilogues). For other
+/// input types: dO as an fp32 tile (row stride ld), which the WMMA products read.
+template <class T, int K, int V, int ld>
+struct loaded_rows {
+  static constexpr bool exact = false;
+  float dout[backward_chunk][ld];  // [C, V]  dO
+};
+
+template <int K, int V, int ld>
+struct loaded_rows<__nv_bfloat16, K, V, ld> {
+  static constexpr bool exact = true;
+  static constexpr int ldk = K + 8, ldv = V + 8;  // 16-byte aligned rows, conflict-free ldmatrix
+  __nv_bfloat16 q[backward_chunk][ldk];           // [C, K]  q (not scaled)
+  __nv_bfloat16 k[backward_chunk][ldk];           // [C, K]
+  __nv_bfloat16 dout[backward_chunk][ldv];        // [C, V]
+};
+
+/// A tile as a product operand: its first element and row stride.
+template <class E>
+struct tile_ref {
+  const E* p;
+  int ld;
+};
+
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
-  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (220 KiB; bf16 201 KiB) per multiprocessor
-  static constexpr int C = backward_chunk, ldk = K + 4, ldv = V + 4;
+  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (218 KiB; bf16 214 KiB) per multiprocessor
+  static constexpr int C = backward_chunk, ldk = K + row_pad<gradient_products<T>>, ldv = V + row_pad<gradient_products<T>>;
   static constexpr int ldc = chunk_corrections::ld;
   float q[C][ldk];     // [C, K]  scale q
   float k[C][ldk];     // [C, K]
   float x[C][ldv];     // [C, V]  V, then X (delta family)
-  float dout[C][ldv];  // [C, V]  dO
   float u[C][ldv];     // [C, V]  U (delta family)
   float du[C][ldv];    // [C, V]  dU
   float dy[C][ldv];    // [C, V]  dY, then dX (delta family)
@@ -52,6 +82,7 @@ struct chunk_gradients_storage {
   chunk_coefficients cf;
   float dgv[C], w[C], dbeta[C], red[warps];
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
+  loaded_rows<T, K, V, ldv> in;  // bf16 inputs: q, k, dO as loaded; else dO
 };
 
 /// Writes rows r < n of a [C, D] fp32 tile (ld floats per row), times `scale`, to
@@ -107,6 +138,22 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   const int n = c.length;
   float* stage = s.stage[0];
   const auto& cf = s.cf;
+  // q, k and dO as product operands (q times `qscale` in the products' epilogues), and as
+  // exact bf16 rows for the state products (null where the kernel has none)
+  constexpr bool exact_rows = decltype(s.in)::exact;
+  const auto operands = [&] {
+    if constexpr (exact_rows)
+      return std::tuple{tile_ref<T>{s.in.q[0], s.in.ldk}, tile_ref<T>{s.in.k[0], s.in.ldk},
+                        tile_ref<T>{s.in.dout[0], s.in.ldv}};
+    else
+      return std::tuple{tile_ref<float>{s.q[0], ldk}, tile_ref<float>{s.k[0], ldk}, tile_ref<float>{s.in.dout[0], ldv}};
+  }();
+  const auto &queries = std::get<0>(operands), &keys = std::get<1>(operands), &douts = std::get<2>(operands);
+  const float qscale = exact_rows ? args.scale : 1.0f;
+  const __nv_bfloat16 *k16 = nullptr, *dout16 = nullptr;
+  const float* dout32 = nullptr;  // the fp32 dO tile (WMMA products)
+  if constexpr (exact_rows) k16 = keys.p, dout16 = douts.p;
+  else dout32 = s.in.dout[0];
 
   // the value head's log gates (warp 0, one token per lane) and rows, issued ahead
   float gate = warp == 0 ? lane_gate(args, b, t0, n, h * args.group) : 0.0f;
@@ -116,31 +163,34 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     chunk_rows<K, S::threads, T> qr, kr;  // all four loads in flight at once
     qr.issue(args.in.q, b, t0, n, h), kr.issue(args.in.k, b, t0, n, h);
     qr.store(s.q[0], ldk, args.scale), kr.store(s.k[0], ldk);
+    if constexpr (exact_rows) qr.store_as_loaded(s.in.q[0], s.in.ldk), kr.store_as_loaded(s.in.k[0], s.in.ldk);
   }
   for (int e = tid; e < C * ldk; e += int(blockDim.x)) s.dq[0][e] = 0.0f, s.dk[0][e] = 0.0f;
 
   for (index_t hv = h * args.group; hv < (h + 1) * args.group; ++hv) {
-    chunk_decays(gate, s.cf);
-    vr.store(s.x[0], ldv), dr.store(s.dout[0], ldv);
-    __syncthreads();
     const auto* H0 = args.state_at(args.states, ci, hv, K, V);  // [K, V]
     const auto* dH = args.state_at(args.state_grads, ci, hv, K, V);
     state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
+    pieces.issue(H0, 0);  // in flight over the scores (and M, T)
+    chunk_decays(gate, s.cf);
+    vr.store(s.x[0], ldv);
+    if constexpr (exact_rows) dr.store_as_loaded(s.in.dout[0], s.in.ldv);
+    else dr.store(s.in.dout[0], ldv);
+    __syncthreads();
     if constexpr (delta) {
       chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
-      chunk_scores_gram<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], s.cr, stage);
-      pieces.issue(H0, 0);
+      chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr, stage, qscale);
       chunk_solve(s.cf, s.cr);
     } else {
       chunk_scores<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
       __syncthreads();
-      pieces.issue(H0, 0);
     }
     // with H0: X = V - diag(Gam) K H0 (delta family); dQ = diag(Gam) dO H0^T and its dg term
     {
-      const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false};
-      state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, dH, delta ? &x : nullptr,
-                                                   {s.dout[0], ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false}, stage);
+      const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false, k16, keys.ld};
+      state_phase<S::staging, P, K, V, S::threads>(
+          s.st, pieces, H0, dH, delta ? &x : nullptr,
+          {dout32, ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false, dout16, douts.ld}, stage);
     }
     if constexpr (delta) {
       tile_product<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
@@ -150,22 +200,34 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     const float* u = delta ? s.u[0] : s.x[0];
     // with dH: dU = diag(e) K dH (then + P^T dO); dK = diag(e) U dH^T (the state write) and its dg term
     {
-      const state_rows_job du{s.k[0], ldk, s.du[0], ldv, cf.e, 1.0f, true};
+      const state_rows_job du{s.k[0], ldk, s.du[0], ldv, cf.e, 1.0f, true, k16, keys.ld};
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, dH, nullptr, &du,
                                                    {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false}, stage);
     }
-    tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
-        tile_epilogue<tile_update::add>(s.du));
-    // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
-    tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(
-        s.dout[0], ldv, u, ldv, stage, [&]<int W>(int r, int j, const float (&x)[W]) {
+    // dU += P^T dO; dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
+    const auto dp_epilogue = [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
       for (int e = 0; e < W; ++e) {
         const int i = j + e;
         s.z[r][i] = i < r ? x[e] * s.p[r][i] : 0.0f;
         s.dp[r][i] = i < r ? x[e] * decay_between(cf, r, i) : i == r ? x[e] : 0.0f;
       }
-    });
+    };
+    if constexpr (is_mma_16bit<P>) {
+      // side by side, about equal work: P^T dO (16 units of 2 k-steps) on the upper half of the
+      // warps, dO U^T (8 units of V / 16 k-steps) on the lower half
+      using E = typename P::type;
+      constexpr int half = S::warps / 2;
+      warp_gemm<E, P::terms, col_major, row_major, C, V, C, false, exact_operands::b>(
+          s.p[0], ldc, douts.p, douts.ld, tile_epilogue<tile_update::add>(s.du), half, half);
+      warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
+                                                                                          dp_epilogue, 0, half);
+    } else {
+      tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, douts.p, douts.ld, stage,
+          tile_epilogue<tile_update::add>(s.du));
+      tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv, stage,
+                                                                                  dp_epilogue);
+    }
     __syncthreads();
     if constexpr (delta) {
       tile_product<P, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
@@ -200,17 +262,17 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
     if constexpr (delta) pieces.issue(H0, 0);
     // dQ += dP K, dK += dP^T Q
-    tile_product<P, row_major, row_major, C, K, C, true, exact_operands::b>(s.dp[0], ldc, s.k[0], ldk, stage,
+    tile_product<P, row_major, row_major, C, K, C, true, exact_operands::b>(s.dp[0], ldc, keys.p, keys.ld, stage,
         tile_epilogue<tile_update::add>(s.dq));
-    tile_product<P, col_major, row_major, C, K, C>(s.dp[0], ldc, s.q[0], ldk, stage,
-        tile_epilogue<tile_update::add>(s.dk));
+    tile_product<P, col_major, row_major, C, K, C>(s.dp[0], ldc, queries.p, queries.ld, stage,
+        tile_epilogue<tile_update::add>(s.dk, qscale));
     __syncthreads();
     if constexpr (delta) {
       // with H0 again: dK -= diag(Gam) dX H0^T (with its dg term); then (dG + dG^T) K and beta's
       // dependence on ||k||^2
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, nullptr, nullptr,
                                                    {s.dy[0], ldv, s.dk[0], s.k[0], ldk, cf.gam, -1.0f, s.dgv, true}, stage);
-      tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, s.k[0], ldk, stage,
+      tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, keys.p, keys.ld, stage,
           tile_epilogue<tile_update::add>(s.dk));
       __syncthreads();
       const auto& dbeta_out = args.dbeta;

@@ -17,7 +17,8 @@
 /// per-key P and G.
 ///
 /// The products take pass 4's precision (gradient_products: for bf16 inputs register mma.sync
-/// products of split bf16 terms, skipping the lo terms of the rows as loaded, which are exact),
+/// products of split bf16 terms, skipping the lo terms of the rows as loaded, which are exact;
+/// with scalar gates those rows stay bf16 in shared memory and are read by ldmatrix),
 /// so both passes form T alike.
 #pragma once
 
@@ -27,14 +28,21 @@
 
 namespace linattn::cuda::detail {
 
+/// The rows are fp32 tiles, except for bf16 inputs with scalar or no gates: those keep q, k, v
+/// and dO as loaded in bf16 (q not scaled), which hold their values exactly and which the
+/// mma.sync products read by ldmatrix with no conversion and no lo terms. That also halves the
+/// block's shared memory (three blocks per multiprocessor instead of two).
 template <class T, int K, int V, bool PerKey = false>
 struct chunk_wy_storage {
   static constexpr int warps = 8, threads = 32 * warps;
-  static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + 4, ldv = V + 4, ldc = chunk_corrections::ld;
-  float keys[C][ldk];      // [C, K]
-  float queries[C][ldk];   // [C, K]  scale q (per-key decays, after the scores: K ⊙ Gam, then K ⊙ E)
-  float values[C][ldv];    // [C, V]
-  float dout[C][ldv];      // [C, V]
+  static constexpr bool exact_rows = std::is_same_v<T, __nv_bfloat16> && !PerKey;
+  using row_t = std::conditional_t<exact_rows, T, float>;
+  static constexpr int pad = exact_rows ? 8 : 4;  // 16-byte aligned rows: conflict-free ldmatrix, WMMA loads
+  static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + pad, ldv = V + pad, ldc = chunk_corrections::ld;
+  row_t keys[C][ldk];      // [C, K]
+  row_t queries[C][ldk];   // [C, K]  scale q, or q (exact rows); per-key decays, after the scores: K ⊙ Gam, then K ⊙ E
+  row_t values[C][ldv];    // [C, V]
+  row_t dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P
   float pt[C][ldc];        // [C, C]  P T
   chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) T), T
@@ -57,11 +65,13 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
     chunk_input_rows<K, V, S::threads, T> rows;
     rows.issue(args, b, t0, n, hv);
     chunk_decays(args, s.cf, b, t0, n, hv);
-    rows.store(s.queries[0], s.keys[0], S::ldk, s.values[0], s.dout[0], S::ldv, args.scale);
+    if constexpr (S::exact_rows) rows.store_as_loaded(s.queries[0], s.keys[0], S::ldk, s.values[0], s.dout[0], S::ldv);
+    else rows.store(s.queries[0], s.keys[0], S::ldk, s.values[0], s.dout[0], S::ldv, args.scale);
   }
   __syncthreads();
   chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
-  chunk_scores_gram<P, K>(s.queries[0], s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage);
+  chunk_scores_gram<P, K>(s.queries[0], S::ldk, s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage,
+                          S::exact_rows ? args.scale : 1.0f);
   chunk_solve(s.cf, s.cr);
   float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G and M are done)
   float* const e_t = s.cr.m[0];    // diag(e) T
@@ -73,7 +83,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   __syncthreads();
   const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
-  constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded
+  constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded (fp32 tiles)
   tile_product<P, row_major, row_major, C, K, C, true, rows>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
                                                              rows_out(args.u_fwd));

@@ -13,9 +13,9 @@
 ///    read S from the workspace, one TF32 product per step for fp16 (three for fp32);
 ///  - `state_staging::bf16_halves` (bf16 inputs): S, bf16 in the workspace, staged in shared
 ///    memory half by half (K / 2 rows at a time), and warp-level mma.sync m16n8k16 products with the fp32
-///    tiles rounded to bf16 as they are read. The states then share the 16-bit rounding of
-///    every other operand of a bf16 call; the products convert no fragment element by element
-///    and hand no result tile through shared memory.
+///    tiles rounded to bf16 as they are read, or read by ldmatrix where the job gives the rows
+///    as exact bf16 too (k, dO as loaded). The states then share the 16-bit rounding of
+///    every other operand of a bf16 call; the products hand no result tile through shared memory.
 /// The caller's tiles are fp32 in shared memory, rows past the chunk zero.
 #pragma once
 
@@ -26,6 +26,7 @@
 
 #include "../../tile/block_gemm.cuh"
 #include "../../tile/mma_sync.cuh"
+#include "../../tile/warp_gemm.cuh"
 #include "../../tile/warp_sums.cuh"
 #include "backward_args.cuh"
 
@@ -38,6 +39,8 @@ inline constexpr state_staging state_staging_for = std::is_same_v<T, __nv_bfloat
                                                                                      : state_staging::global;
 
 /// out[r][c] (= or +=) sign f[r] (A S)[r][c]; A [C, K] with row stride lda, out [C, V] with ldo.
+/// `a16`: A again as bf16 that holds it exactly (rows as loaded; row stride lda16, rows 16-byte
+/// aligned), which the bf16 staging reads by ldmatrix instead of rounding `a`; or null.
 struct state_rows_job {
   const float* a;
   int lda;
@@ -46,10 +49,13 @@ struct state_rows_job {
   const float* f;
   float sign;
   bool assign;
+  const __nv_bfloat16* a16 = nullptr;
+  int lda16 = 0;
 };
 
 /// acc[r][c] += y[r][c] = sign f[r] (B S^T)[r][c] and dots[r] (= or +=) sum_c rows[r][c] y[r][c];
-/// B [C, V] (stride ldb), acc and rows [C, K] (stride ldk).
+/// B [C, V] (stride ldb), acc and rows [C, K] (stride ldk). `b16`: B as exact bf16 (row stride
+/// ldb16), as a16 of state_rows_job; or null.
 struct state_columns_job {
   const float* b;
   int ldb;
@@ -60,6 +66,8 @@ struct state_columns_job {
   float sign;
   float* dots;
   bool add_dots;
+  const __nv_bfloat16* b16 = nullptr;
+  int ldb16 = 0;
 };
 
 /// The shared memory a phase needs beside the caller's tiles.
@@ -203,7 +211,14 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
       __syncthreads();
       if (h == 0) pieces.issue(S, 1);
       else if (next) pieces.issue(next, 0);
-      if (rows) {
+      // the A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of x: by ldmatrix from the
+      // exact bf16 rows (Exact16) or rounded from the fp32 tile
+      const auto a_fragment = [&]<bool Exact16>(std::uint32_t (&a)[4], const float* x, int ldx, const T* x16, int ld16,
+                                                int r0, int k0) {
+        if constexpr (Exact16) half_a_operand<row_major>(a, x16, ld16, r0, k0, lane);
+        else fp32_a_fragment<T>(a, x, ldx, r0, k0, lane);
+      };
+      const auto rows_products = [&]<bool Exact16>() {
 #pragma unroll
         for (int u = 0; u < row_units; ++u) {
           const int unit = warp + u * warps, r0 = 16 * (unit / (V / 8)), n0 = 8 * (unit % (V / 8));
@@ -211,35 +226,44 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
           for (int s = 0; s < half / 16; s += 2) {
             std::uint32_t y[4], a0[4], a1[4];
             ldmatrix_x4<true>(y, &st.half[16 * s + lane][n0]);  // k rows 16 s + lane, two k-steps
-            fp32_a_fragment<T>(a0, rows->a, rows->lda, r0, h * half + 16 * s, lane);
-            fp32_a_fragment<T>(a1, rows->a, rows->lda, r0, h * half + 16 * s + 16, lane);
+            a_fragment.template operator()<Exact16>(a0, rows->a, rows->lda, rows->a16, rows->lda16, r0, h * half + 16 * s);
+            a_fragment.template operator()<Exact16>(a1, rows->a, rows->lda, rows->a16, rows->lda16, r0,
+                                                    h * half + 16 * s + 16);
             mma_16816<T>(racc[u], a0, y[0], y[1]);
             mma_16816<T>(racc[u], a1, y[2], y[3]);
           }
         }
+      };
+      if (rows) {
+        if (rows->a16) rows_products.template operator()<true>();
+        else rows_products.template operator()<false>();
       }
       if (warp < col_units) {
         const int r0 = 16 * (warp / (half / 8)), n0 = 8 * (warp % (half / 8));
         float acc[4] = {};
+        const auto columns_products = [&]<bool Exact16>() {
 #pragma unroll
-        for (int s = 0; s < V / 16; s += 2) {
-          std::uint32_t y[4], b0[4], b1[4];
-          ldmatrix_x4(y, &st.half[n0 + lane % 8][16 * s + 8 * (lane / 8)]);  // n rows, k columns: two k-steps
-          fp32_a_fragment<T>(b0, cols.b, cols.ldb, r0, 16 * s, lane);
-          fp32_a_fragment<T>(b1, cols.b, cols.ldb, r0, 16 * s + 16, lane);
-          mma_16816<T>(acc, b0, y[0], y[1]);
-          mma_16816<T>(acc, b1, y[2], y[3]);
-        }
+          for (int s = 0; s < V / 16; s += 2) {
+            std::uint32_t y[4], b0[4], b1[4];
+            ldmatrix_x4(y, &st.half[n0 + lane % 8][16 * s + 8 * (lane / 8)]);  // n rows, k columns: two k-steps
+            a_fragment.template operator()<Exact16>(b0, cols.b, cols.ldb, cols.b16, cols.ldb16, r0, 16 * s);
+            a_fragment.template operator()<Exact16>(b1, cols.b, cols.ldb, cols.b16, cols.ldb16, r0, 16 * s + 16);
+            mma_16816<T>(acc, b0, y[0], y[1]);
+            mma_16816<T>(acc, b1, y[2], y[3]);
+          }
+        };
+        if (cols.b16) columns_products.template operator()<true>();
+        else columns_products.template operator()<false>();
         const int c = h * half + n0 + 2 * t;
         float part[2];
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int r = r0 + g + 8 * i;
           const float f = cols.sign * cols.f[r], y0 = f * acc[2 * i], y1 = f * acc[2 * i + 1];
-          float* a = cols.acc + r * cols.ldk + c;
-          a[0] += y0, a[1] += y1;
-          const float* x = cols.rows + r * cols.ldk + c;
-          part[i] = x[0] * y0 + x[1] * y1;
+          float2& a = *reinterpret_cast<float2*>(cols.acc + r * cols.ldk + c);  // 8-byte accesses (c, ldk even)
+          a = make_float2(a.x + y0, a.y + y1);
+          const float2 x = *reinterpret_cast<const float2*>(cols.rows + r * cols.ldk + c);
+          part[i] = x.x * y0 + x.y * y1;
 #pragma unroll
           for (int o = 1; o < 4; o <<= 1) part[i] += __shfl_xor_sync(0xffffffffu, part[i], o);
         }
@@ -255,9 +279,9 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
         for (int i = 0; i < 2; ++i) {
           const int r = r0 + g + 8 * i;
           const float f = rows->sign * rows->f[r];
-          float* o = rows->out + r * rows->ldo + c;
-          o[0] = rows->assign ? f * racc[u][2 * i] : o[0] + f * racc[u][2 * i];
-          o[1] = rows->assign ? f * racc[u][2 * i + 1] : o[1] + f * racc[u][2 * i + 1];
+          float2& o = *reinterpret_cast<float2*>(rows->out + r * rows->ldo + c);  // 8-byte accesses (c, ldo even)
+          const float2 y = make_float2(f * racc[u][2 * i], f * racc[u][2 * i + 1]);
+          o = rows->assign ? y : make_float2(o.x + y.x, o.y + y.y);
         }
       }
     }
