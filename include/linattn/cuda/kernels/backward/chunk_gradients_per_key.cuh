@@ -62,6 +62,7 @@ struct chunk_gradients_per_key_storage {
   float t[CD][ldc];     // [C, C]  T, then dG
   chunk_coefficients cf;  // beta, ||k||^2
   float dbeta[C];
+  float dk_beta[C];     // [C]  2 dbeta_r d(beta_r)/d||k_r||^2: beta's term of dK, per row (delta family)
   float end_dot[K];     // [K]  <dH_d, H0_d>
 };
 
@@ -94,13 +95,17 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   __syncthreads();
   column_cumsum<K>(s.b[0], ldk);
   if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
-  // <dH_d, H0_d> per key row, one warp per row (a fixed order of sums)
-  for (int d = warp; d < K; d += S::warps) {
-    float acc = 0.0f;
-    for (int j = lane; j < V; j += 32) acc += dH[d * V + j] * H0[d * V + j];
-    acc = warp_sum(acc);
-    if (lane == 0) s.end_dot[d] = acc;
-  }
+  // <dH_d, H0_d> per key row, one warp per row (a fixed order of sums), by the warps in
+  // [first, S::warps); the delta family takes it while warp 0 solves for M and T
+  const auto end_dots = [&](int first) {
+    for (int d = warp - first; d < K; d += S::warps - first) {
+      float acc = 0.0f;
+      for (int j = lane; j < V; j += 32) acc += dH[d * V + j] * H0[d * V + j];
+      acc = warp_sum(acc);
+      if (lane == 0) s.end_dot[d] = acc;
+    }
+  };
+  if constexpr (!delta) end_dots(0);
   __syncthreads();
   key_scores<K>(s.q[0], s.k[0], bt, ldk, s.p[0], delta ? s.g[0] : nullptr, delta);
   key_decayed<K>(s.dkm[0], s.k[0], ldk, bt, true);  // K ⊙ E
@@ -109,7 +114,8 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   if constexpr (delta) {
     chunk_corrections& cr = *reinterpret_cast<chunk_corrections*>(s.g[0]);  // g, m, t in that order
     static_assert(sizeof(chunk_corrections) == 3 * sizeof(s.g), "g, m, t laid out as chunk_corrections");
-    chunk_solve(s.cf, cr);
+    if (warp > 0) end_dots(1);
+    chunk_solve(s.cf, cr);  // warp 0; ends synchronised
     block_gemm<P, row_major, row_major, C, V, K>(s.dkp[0], ldk, H0, V, stage,
         tile_epilogue<tile_update::subtract>(s.x));  // X = V - (K ⊙ Gam) H0
     __syncthreads();
@@ -199,10 +205,19 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
       s.dkm[r][dd] = a;
     }
   }
+  if constexpr (delta)
+    for (int r = tid; r < C; r += S::threads)
+      s.dk_beta[r] = r < n ? 2.0f * s.dbeta[r] *
+                                 Rule::beta_derivatives(args.in, b, t0 + r, hv, s.cf.sq[r]).d_key_sqnorm
+                           : 0.0f;
   __syncthreads();
   // dg (prefix sums of the state write's terms, suffix sums of the others, the end's term), and dq, dk of
-  // this value head (with P's diagonal and the state write) to the workspace
+  // this value head (with P's diagonal and the state write) to the workspace; dq_parts and dk_parts
+  // by pointers stepped along the rows
   if (d < K) {
+    float* const dq_row = &args.dq_parts(b, t0, hv, d);
+    float* const dk_row = &args.dk_parts(b, t0, hv, d);
+    const index_t dq_step = args.dq_parts.stride(1), dk_step = args.dk_parts.stride(1);
     float before[C];
     float prefix = 0.0f;
 #pragma unroll
@@ -217,12 +232,9 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
       if (r < n) {
         store_value(args.grads.dg, suffix + before[r], b, t0 + r, hv, d);
         float dk = state_write[r] + s.dkm[r][d] + s.dp[r][r] * qr;
-        if constexpr (delta) {
-          const beta_partials<float> bp = Rule::beta_derivatives(args.in, b, t0 + r, hv, s.cf.sq[r]);
-          dk += s.dkp[r][d] + 2.0f * s.dbeta[r] * bp.d_key_sqnorm * kr;
-        }
-        args.dq_parts(b, t0 + r, hv, d) = s.dq[r][d] + s.dp[r][r] * kr;
-        args.dk_parts(b, t0 + r, hv, d) = dk;
+        if constexpr (delta) dk += s.dkp[r][d] + s.dk_beta[r] * kr;
+        dq_row[r * dq_step] = s.dq[r][d] + s.dp[r][r] * kr;
+        dk_row[r * dk_step] = dk;
       }
     }
   }
