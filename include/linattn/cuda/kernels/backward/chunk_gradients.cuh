@@ -62,8 +62,9 @@ struct tile_ref {
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
-  static constexpr int warps = 16, threads = 32 * warps;  // 16 warps: one block (218 KiB; bf16 214 KiB) per multiprocessor
-  static constexpr int C = backward_chunk, ldk = K + row_pad<gradient_products<T>>, ldv = V + row_pad<gradient_products<T>>;
+  // 16 warps: one block (218 KiB; bf16 214 KiB) per multiprocessor
+  static constexpr int warps = 16, threads = 32 * warps;
+  static constexpr int C = backward_chunk, pad = row_pad<gradient_products<T>>, ldk = K + pad, ldv = V + pad;
   static constexpr int ldc = chunk_corrections::ld;
   float q[C][ldk];     // [C, K]  scale q
   float k[C][ldk];     // [C, K]

@@ -38,9 +38,10 @@ struct chunk_wy_storage {
   static constexpr bool exact_rows = std::is_same_v<T, __nv_bfloat16> && !PerKey;
   using row_t = std::conditional_t<exact_rows, T, float>;
   static constexpr int pad = exact_rows ? 8 : 4;  // 16-byte aligned rows: conflict-free ldmatrix, WMMA loads
-  static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + pad, ldv = V + pad, ldc = chunk_corrections::ld;
+  static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + pad, ldv = V + pad;
+  static constexpr int ldc = chunk_corrections::ld;
   row_t keys[C][ldk];      // [C, K]
-  row_t queries[C][ldk];   // [C, K]  scale q, or q (exact rows); per-key decays, after the scores: K ⊙ Gam, then K ⊙ E
+  row_t queries[C][ldk];   // [C, K]  scale q, or q (exact rows); per-key decays after the scores: K ⊙ Gam, K ⊙ E
   row_t values[C][ldv];    // [C, V]
   row_t dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P

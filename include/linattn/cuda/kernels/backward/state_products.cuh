@@ -226,7 +226,8 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
           for (int s = 0; s < half / 16; s += 2) {
             std::uint32_t y[4], a0[4], a1[4];
             ldmatrix_x4<true>(y, &st.half[16 * s + lane][n0]);  // k rows 16 s + lane, two k-steps
-            a_fragment.template operator()<Exact16>(a0, rows->a, rows->lda, rows->a16, rows->lda16, r0, h * half + 16 * s);
+            a_fragment.template operator()<Exact16>(a0, rows->a, rows->lda, rows->a16, rows->lda16, r0,
+                                                    h * half + 16 * s);
             a_fragment.template operator()<Exact16>(a1, rows->a, rows->lda, rows->a16, rows->lda16, r0,
                                                     h * half + 16 * s + 16);
             mma_16816<T>(racc[u], a0, y[0], y[1]);
