@@ -324,13 +324,16 @@ __device__ inline auto gram_epilogue(const chunk_coefficients& cf, float* g) {
 /// The exact operands (warp_gemm.cuh) of the scores Q K^T (the keys as loaded) and of K K^T.
 inline constexpr exact_operands scores_exact = exact_operands::b, gram_exact = exact_operands::both;
 
-/// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld).
-template <class P, int K>
-__device__ void chunk_scores(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf, float* p,
-                             float* stage) {
+/// p = Q K^T ⊙ D on and below the diagonal, 0 above ([C, C], ld chunk_corrections::ld). The
+/// queries and keys may be tiles of the policy's 16-bit type holding them as loaded (mma_16bit
+/// only; each with its row stride), which its products read with ldmatrix; the scores are then
+/// taken times `qscale`, the scale the queries were not given.
+template <class P, int K, class EQ, class EK>
+__device__ void chunk_scores(const EQ* queries, int ldq, const EK* keys, int ldk, const chunk_coefficients& cf,
+                             float* p, float* stage, float qscale = 1.0f) {
   constexpr int C = backward_chunk;
-  tile_product_split_k<P, row_major, col_major, C, C, K, scores_exact>(queries, ldk, keys, ldk, stage,
-                                                                       scores_epilogue(cf, p));
+  tile_product_split_k<P, row_major, col_major, C, C, K, scores_exact>(queries, ldq, keys, ldk, stage,
+                                                                       scores_epilogue(cf, p, qscale));
 }
 
 /// M and T of the chunk (chunk_corrections) from its G and betas (visible to the block): M by
@@ -362,9 +365,7 @@ __device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_correctio
 /// each, a unit over the whole Kd) run side by side on the two halves of the block's warps,
 /// with one barrier after both; each unit's bits are as when the products run one after the
 /// other, which the WMMA policies do. Ends synchronised; chunk_solve then gives M and T.
-/// The queries and keys may be tiles of the policy's 16-bit type holding them as loaded
-/// (mma_16bit only; each with its row stride), which its products read with ldmatrix; the
-/// scores are then taken times `qscale`, the scale the queries were not given.
+/// The queries and keys as for chunk_scores.
 template <class P, int K, class EQ, class EK>
 __device__ void chunk_scores_gram(const EQ* queries, int ldq, const EK* keys, int ldk, const chunk_coefficients& cf,
                                   float* p, chunk_corrections& cr, float* stage, float qscale = 1.0f) {
@@ -377,20 +378,12 @@ __device__ void chunk_scores_gram(const EQ* queries, int ldq, const EK* keys, in
     warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, gram_exact>(keys, ldk, keys, ldk,
                                                                              gram_epilogue(cf, cr.g[0]), half, half);
   } else {
-    tile_product_split_k<P, row_major, col_major, C, C, K, scores_exact>(queries, ldq, keys, ldk, stage,
-                                                                         scores_epilogue(cf, p, qscale));
+    chunk_scores<P, K>(queries, ldq, keys, ldk, cf, p, stage, qscale);
     __syncthreads();
     tile_product_split_k<P, row_major, col_major, C, C, K, gram_exact>(keys, ldk, keys, ldk, stage,
                                                                        gram_epilogue(cf, cr.g[0]));
   }
   __syncthreads();
-}
-
-/// The same with queries and keys in fp32 tiles of one row stride.
-template <class P, int K>
-__device__ void chunk_scores_gram(const float* queries, const float* keys, int ldk, const chunk_coefficients& cf,
-                                  float* p, chunk_corrections& cr, float* stage) {
-  chunk_scores_gram<P, K>(queries, ldk, keys, ldk, cf, p, cr, stage);
 }
 
 }  // namespace linattn::cuda::detail

@@ -57,6 +57,16 @@ template <class E>
 struct tile_ref {
   const E* p;
   int ld;
+  /// The tile for the state jobs: as exact bf16 rows (a16, b16) or as an fp32 tile; null when
+  /// it is the other kind.
+  __device__ const __nv_bfloat16* bf16_rows() const {
+    if constexpr (std::is_same_v<E, __nv_bfloat16>) return p;
+    else return nullptr;
+  }
+  __device__ const float* fp32_rows() const {
+    if constexpr (std::is_same_v<E, float>) return p;
+    else return nullptr;
+  }
 };
 
 template <class T, int K, int V>
@@ -139,8 +149,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   const int n = c.length;
   float* stage = s.stage[0];
   const auto& cf = s.cf;
-  // q, k and dO as product operands (q times `qscale` in the products' epilogues), and as
-  // exact bf16 rows for the state products (null where the kernel has none)
+  // q, k and dO as product operands (q times `qscale` in the products' epilogues)
   constexpr bool exact_rows = decltype(s.in)::exact;
   const auto operands = [&] {
     if constexpr (exact_rows)
@@ -151,10 +160,6 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   }();
   const auto &queries = std::get<0>(operands), &keys = std::get<1>(operands), &douts = std::get<2>(operands);
   const float qscale = exact_rows ? args.scale : 1.0f;
-  const __nv_bfloat16 *k16 = nullptr, *dout16 = nullptr;
-  const float* dout32 = nullptr;  // the fp32 dO tile (WMMA products)
-  if constexpr (exact_rows) k16 = keys.p, dout16 = douts.p;
-  else dout32 = s.in.dout[0];
 
   // the value head's log gates (warp 0, one token per lane) and rows, issued ahead
   float gate = warp == 0 ? lane_gate(args, b, t0, n, h * args.group) : 0.0f;
@@ -183,15 +188,16 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr, stage, qscale);
       chunk_solve(s.cf, s.cr);
     } else {
-      chunk_scores<P, K>(s.q[0], s.k[0], ldk, cf, s.p[0], stage);
+      chunk_scores<P, K>(s.q[0], ldk, s.k[0], ldk, cf, s.p[0], stage);
       __syncthreads();
     }
     // with H0: X = V - diag(Gam) K H0 (delta family); dQ = diag(Gam) dO H0^T and its dg term
     {
-      const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false, k16, keys.ld};
+      const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false, keys.bf16_rows(), keys.ld};
       state_phase<S::staging, P, K, V, S::threads>(
           s.st, pieces, H0, dH, delta ? &x : nullptr,
-          {dout32, ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false, dout16, douts.ld}, stage);
+          {douts.fp32_rows(), ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false, douts.bf16_rows(), douts.ld},
+          stage);
     }
     if constexpr (delta) {
       tile_product<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
@@ -201,7 +207,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     const float* u = delta ? s.u[0] : s.x[0];
     // with dH: dU = diag(e) K dH (then + P^T dO); dK = diag(e) U dH^T (the state write) and its dg term
     {
-      const state_rows_job du{s.k[0], ldk, s.du[0], ldv, cf.e, 1.0f, true, k16, keys.ld};
+      const state_rows_job du{s.k[0], ldk, s.du[0], ldv, cf.e, 1.0f, true, keys.bf16_rows(), keys.ld};
       state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, dH, nullptr, &du,
                                                    {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false}, stage);
     }
