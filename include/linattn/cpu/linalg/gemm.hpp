@@ -2,7 +2,7 @@
 /// \file
 /// The CPU kernels' one product routine for small row-major matrices, without packing:
 ///
-///   C[i, :] = alpha alpha_i (A B)[i, :] + beta C[i, :]       A: [m, k] any strides, B: [k, n]
+///   C[i, :] = alpha alpha_i (A B)[i, :] + beta beta_i C[i, :]   A: [m, k] any strides, B: [k, n]
 ///                                                             and C: [m, n] rows contiguous
 ///
 /// for the chunk products (runtime sizes up to 256 x 256 x 128) and the TTT mini-batch
@@ -80,13 +80,16 @@ auto cols_of(const X& x) {
   return strided<typename X::Scalar>{x.data(), 1, x.outerStride()};
 }
 
-/// The scalars of a product: `row_alpha` m row factors or nullptr (all 1); beta = 0 does not
-/// read C; `diag` the triangle's diagonal offset d.
+/// The scalars of a product: `row_alpha` and `row_beta` m row factors or nullptr (all 1);
+/// beta = 0 does not read C; `diag` the triangle's diagonal offset d. A row factor of C (a
+/// per-row decay of a state, say) is one fused multiply-add in the product's store instead of a
+/// pass over C of its own.
 template <class S>
 struct gemm_params {
   S alpha = S(1);
   const S* row_alpha = nullptr;
   S beta = S(0);
+  const S* row_beta = nullptr;
   index_t diag = 0;
 };
 
@@ -156,6 +159,7 @@ LINATTN_FLATTEN void tile(const operands<S>& o, index_t i0, index_t j0, KT k, un
   S* const c = o.c + i0 * ldc + j0;
   const S alpha = o.x.alpha, beta = o.x.beta;
   const S* const row_alpha = o.x.row_alpha ? o.x.row_alpha + i0 : nullptr;
+  const S* const row_beta = o.x.row_beta ? o.x.row_beta + i0 : nullptr;
   auto load = [&](auto z, const S* p) {
     if constexpr (Masked && z == NZ - 1) return load_lanes(p, last);
     else return ploadu<P>(p);
@@ -177,16 +181,17 @@ LINATTN_FLATTEN void tile(const operands<S>& o, index_t i0, index_t j0, KT k, un
   auto epilogue = [&](auto beta_kind) {  // 0: beta = 0, 1: beta = 1, 2: other (one branch per tile)
     unroll<RT>([&](auto r) {
       const P al = pset1<P>(row_alpha ? alpha * row_alpha[r] : alpha);
+      const P bt = pset1<P>(row_beta ? beta * row_beta[r] : beta);  // read by beta_kind 2 only
       S* cr = c + r * ldc;
       unroll<NZ>([&](auto z) {
         if constexpr (beta_kind == 0) store(z, cr + z * W, pmul(al, acc[r][z]));
         else if constexpr (beta_kind == 1) store(z, cr + z * W, pmadd(al, acc[r][z], load(z, cr + z * W)));
-        else store(z, cr + z * W, pmadd(pset1<P>(beta), load(z, cr + z * W), pmul(al, acc[r][z])));
+        else store(z, cr + z * W, pmadd(bt, load(z, cr + z * W), pmul(al, acc[r][z])));
       });
     });
   };
   if (beta == S(0)) epilogue(std::integral_constant<int, 0>{});
-  else if (beta == S(1)) epilogue(std::integral_constant<int, 1>{});
+  else if (beta == S(1) && !row_beta) epilogue(std::integral_constant<int, 1>{});
   else epilogue(std::integral_constant<int, 2>{});
 }
 
@@ -230,7 +235,7 @@ void panel(M m, N n, K k, const operands<S>& o, RowsDone&& rows_done) {
       if (cols > 0 && kk == 0) {  // empty sum: C = beta C
         for (index_t r = i0; r < i0 + rows; ++r)
           for (S* cr = o.c + r * o.ldc + j0; cr < o.c + r * o.ldc + j0 + cols; ++cr)
-            *cr = o.x.beta != S(0) ? o.x.beta * *cr : S(0);
+            *cr = o.x.beta != S(0) ? (o.x.row_beta ? o.x.beta * o.x.row_beta[r] : o.x.beta) * *cr : S(0);
       } else if (cols > 0) {
         auto run_rows = [&](auto RT) {
           if constexpr (whole_strips) tile<typename packet_of<S>::type, RT, NC, false>(o, i0, j0, kk, 0);
@@ -251,7 +256,7 @@ struct ignore_rows {
 
 }  // namespace gemm_impl
 
-/// C = alpha diag(row_alpha) A B + beta C (see the file comment) for C: [m, n] with rows at
+/// C = alpha diag(row_alpha) A B + beta diag(row_beta) C (see the file comment) for C: [m, n] with rows at
 /// c + i ldc, A: [m, k] viewed by `a`, B: [k, n] with rows at b + p ldb; m, n, k are index_t
 /// or fix<N>. rows_done(i0, r) runs as soon as rows [i0, i0 + r) of C are final (an epilogue
 /// that finds them in L1). C must not overlap A or B.
@@ -267,7 +272,7 @@ void gemm(M m, N n, K k, strided<S> a, const S* b, index_t ldb, S* c, index_t ld
       for (index_t p0 = 0; p0 < k; p0 += kc) {
         gemm_impl::operands<S> o{{a.data + p0 * a.cs, a.rs, a.cs}, b + p0 * ldb, ldb, c, ldc, x};
         index_t first = 0;  // lower_a: rows whose causal range ends before p0 take nothing here
-        if (p0 > 0) o.x.beta = S(1);
+        if (p0 > 0) o.x.beta = S(1), o.x.row_beta = nullptr;
         if (Tri == triangle::lower_a && p0 > 0) first = std::clamp<index_t>((p0 - x.diag) / R * R, 0, m);
         o.a.data += first * a.rs;
         o.c += first * ldc;
