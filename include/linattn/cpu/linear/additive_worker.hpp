@@ -56,6 +56,7 @@ class additive_worker {
     }
     if constexpr (decay == decay_kind::vector) {
       b_.resize(capacity, K);
+      Eb_.resize(capacity, K);
       f_.resize(K);
     }
   }
@@ -77,22 +78,23 @@ class additive_worker {
   }
   /// ... then the gates' cumulative sums, the decayed key copies and the scores.
   void prepare(const inputs_t& in, index_t b, index_t t0, index_t hv) {
-    const index_t n = n_;
-    if constexpr (decay != decay_kind::vector) transpose_into(Kx_.leftCols(n), K_.topRows(n));
-    if constexpr (decay == decay_kind::scalar) {
-      double run = 0;  // summed in double, rounded once per entry (a huge gate beside small ones)
-      for (index_t r = 0; r < n; ++r) b_(r, 0) = static_cast<Cum>(run += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv)));
-      // exp(b): one vectorised pass (a lazy exp inside asDiagonal() would be re-evaluated
-      // for every packet of the product).
-      eb_.head(n) = ex(scalar_gates().head(n));
-    }
-    if constexpr (decay == decay_kind::vector) {
-      vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, b_, gate_scratch_);
-      vs_.set_keys(K_, b_, n);  // keys pre-decayed to their pivots
-    }
+    prepare_gates(in, b, t0, hv);
     // A span of one output tile (every chunk up to C = 64) takes its scores here, with the
     // rest of the state-free work; longer spans take them tile by tile in emit.
-    if (n > 0 && n <= tile) scores(0, n);
+    if (n_ > 0 && n_ <= tile) scores(0, n_);
+  }
+
+  /// prepare, with the causal decayed Gram of the span's keys (vector decay: the Householder
+  /// family's A) into G[0:n, 0:n], diagonal included. A span of one output tile scores its
+  /// queries and keys in one pass, one exp row per token for both.
+  void prepare(const inputs_t& in, index_t b, index_t t0, index_t hv, mat<A>& G) {
+    static_assert(decay == decay_kind::vector, "prepare with a Gram: vector decay only");
+    const index_t n = n_;
+    prepare_gates(in, b, t0, hv);
+    if (n == 0) return;
+    if (n > tile) return vs_.all(K_, G.topLeftCorner(n, n), n);  // the queries' scores: tile by tile in emit
+    vs_.template joint<2, 1>({&Q_, &K_}, {&vs_},
+                             [&](std::size_t s, std::size_t) { return (s == 0 ? P_ : G).topLeftCorner(n, n); }, 0, n);
   }
 
   /// Writes the span's outputs to out(b, t0 + r, hv, :), given the state H at span start.
@@ -107,7 +109,7 @@ class additive_worker {
       auto O = O_.topRows(m);  // [m, V]
       // O = (Q ⊙ exp(b)) H: the scalar gate as a row factor of the product.
       if constexpr (decay == decay_kind::vector) {
-        Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(ex(b_.middleRows(r0, m)));
+        Qs_.topRows(m) = Q_.middleRows(r0, m).cwiseProduct(Eb_.middleRows(r0, m));
         gemm(O, rows_of(Qs_.topRows(m)), H);
       } else {
         gemm(O, rows_of(Q_.middleRows(r0, m)), H, {.row_alpha = decay == decay_kind::scalar ? eb_.data() + r0 : nullptr});
@@ -143,19 +145,18 @@ class additive_worker {
       }
       gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = f});
     } else {
-      for (index_t r = 0; r < n; ++r) Kf_.row(r) = K_.row(r).cwiseProduct(ex(b_.row(n - 1) - b_.row(r)));  // vectorised exps
+      // H <- diag(exp(b_n)) H + (K ⊙ exp(b_n - b))^T V: the decay in the product's store. A
+      // span of one 16-block already has its keys decayed to its last row, transposed.
       f_ = ex(b_.row(n - 1));
-      H = f_.asDiagonal() * H;
-      gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = A(1)});
+      const gemm_params<A> x{.beta = A(1), .row_beta = f_.data()};
+      if (const mat<A>* kt = vs_.keys_to_last_row()) {
+        gemm(H, rows_of(kt->leftCols(n)), V_.topRows(n), x);
+      } else {
+        for (index_t r = 0; r < n; ++r)  // vectorised exps
+          Kf_.row(r) = K_.row(r).cwiseProduct(ex(b_.row(n - 1) - b_.row(r)));
+        gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), x);
+      }
     }
-  }
-
-  /// G[0:n, 0:n] = causal decayed Gram of the span's keys under the per-key decays (vector
-  /// decay only): sum_d K_rd K_cd exp(b_rd - b_cd) for c <= r, zero above the diagonal.
-  template <class Dst>
-  void decayed_gram(Dst&& G) {
-    static_assert(decay == decay_kind::vector, "decayed_gram: vector decay only");
-    vs_.all(K_, G, n_);
   }
 
   // Access for rules that build on this span (the Householder family replaces V by U~).
@@ -171,8 +172,28 @@ class additive_worker {
   Eigen::Map<const col_vec<Cum>> scalar_gates() const { return {b_.data(), b_.rows()}; }
   /// exp of the scalar-gate cumsum, exp(b).   [cap]
   const col_vec<A>& scalar_gate_exps() const { return eb_; }
+  /// exp of the per-key gate cumsum, exp(b).   [cap, K]
+  const mat<A>& vector_gate_exps() const { return Eb_; }
 
  private:
+  /// prepare's gate work: cumulative sums, their exps, the decayed key copies.
+  void prepare_gates(const inputs_t& in, index_t b, index_t t0, index_t hv) {
+    const index_t n = n_;
+    if constexpr (decay != decay_kind::vector) transpose_into(Kx_.leftCols(n), K_.topRows(n));
+    if constexpr (decay == decay_kind::scalar) {
+      double run = 0;  // summed in double, rounded once per entry (a huge gate beside small ones)
+      for (index_t r = 0; r < n; ++r) b_(r, 0) = static_cast<Cum>(run += floored_gate<A>(Rule::log_gate(in, b, t0 + r, hv)));
+      // exp(b): one vectorised pass (a lazy exp inside asDiagonal() would be re-evaluated
+      // for every packet of the product).
+      eb_.head(n) = ex(scalar_gates().head(n));
+    }
+    if constexpr (decay == decay_kind::vector) {
+      vector_gate_cumsum<Rule, A>(in, b, t0, n, hv, b_, gate_scratch_);
+      Eb_.topRows(n) = ex(b_.topRows(n));  // the queries' (and a delta rule's keys') decay to the span start
+      vs_.set_keys(K_, b_, n);  // keys pre-decayed to their pivots
+    }
+  }
+
   /// exp of a (non-positive) log-gate expression, evaluated in the accumulation type.
   static A ex(Cum x) { return std::exp(static_cast<A>(x)); }
   template <class E>
@@ -215,6 +236,7 @@ class additive_worker {
   std::vector<double> gate_scratch_;  // [2K]  vector_gate_cumsum's sums and gates
   col_vec<A> cf_;     // [cap]                          scalar column / write factors
   col_vec<A> eb_;     // [cap]                          scalar exp(b)
+  mat<A> Eb_;         // [cap, K]                       per-key exp(b)
   row_vec<A> f_;      // [K]                            per-dimension decay of the span
   vector_decay_scores<A, Cum> vs_;  //                  scores under per-key decays (vector decay)
 };

@@ -45,14 +45,14 @@ class dplr_worker {
 
   dplr_worker(index_t capacity, index_t K, index_t V)
       : Q_(capacity, K), K_(capacity, K), Bw_(capacity, K), Ad_(capacity, K), An_(capacity, K), Qd_(capacity, K),
-        Kf_(capacity, K), Bf_(capacity, K), c_(capacity, K), f_(K), e_(K), V_(capacity, V), Y_(capacity, V),
-        R_(capacity, V), M_(capacity, capacity), Pk_(std::min(tile, capacity), capacity),
+        KB_(2 * capacity, K), c_(capacity, K), f_(K), e_(K), VR_(2 * capacity, V), Y_(capacity, V),
+        M_(capacity, capacity), Pk_(std::min(tile, capacity), capacity),
         Pb_(std::min(tile, capacity), capacity), Lk_(std::min(tile, capacity), capacity),
         Lb_(std::min(tile, capacity), capacity), O_(std::min(tile, capacity), V), sk_(capacity, K), sb_(capacity, K) {}
 
   void load(const inputs_t& in, index_t b, index_t t0, index_t n, index_t hq, index_t hv, A scale) {
     n_ = n;
-    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, V_);
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, VR_);  // v: VR_'s first n rows
     load_rows(in.b, b, t0, hv, n, Bw_, A(1));
     load_rows(in.a, b, t0, hv, n, Ad_, A(1));
     if (n == 0) return;
@@ -68,8 +68,8 @@ class dplr_worker {
       Qd_.row(r) = Q_.row(r).cwiseProduct(e_);
       if (r < m) Ad_.row(r + 1) = Ad_.row(r + 1).cwiseProduct(e_);
       e_ = decay_exp<A>(c_.row(n - 1) - c_.row(r));
-      Kf_.row(r) = K_.row(r).cwiseProduct(e_);
-      Bf_.row(r) = Bw_.row(r).cwiseProduct(e_);
+      KB_.row(r) = K_.row(r).cwiseProduct(e_);
+      KB_.row(n + r) = Bw_.row(r).cwiseProduct(e_);
     }
     f_ = decay_exp<A>(c_.row(n - 1));
 
@@ -81,7 +81,7 @@ class dplr_worker {
         return (s == 0 ? (j == 0 ? Pk_ : Pb_) : (j == 0 ? Lk_ : Lb_)).topLeftCorner(n, n);
       }, 0, n);
       M_.block(1, 0, m, m) = -Lb_.topLeftCorner(m, m);
-      if (m > 0) gemm<triangle::lower_a>(Y_.middleRows(1, m), rows_of(Lk_.topLeftCorner(m, m)), V_.topRows(m));
+      if (m > 0) gemm<triangle::lower_a>(Y_.middleRows(1, m), rows_of(Lk_.topLeftCorner(m, m)), VR_.topRows(m));
       return;
     }
     // Longer spans (the parallel form): L_b whole, L_k V and the output scores tile by tile.
@@ -93,7 +93,8 @@ class dplr_worker {
     for (index_t r0 = 0; r0 < m; r0 += tile) {
       const index_t r1 = std::min(r0 + tile, m), w = r1 - r0;
       sk_(An_, Pk_.topLeftCorner(w, r1), r0, r1);
-      gemm<triangle::lower_a>(Y_.middleRows(r0 + 1, w), rows_of(Pk_.topLeftCorner(w, r1)), V_.topRows(r1), {.diag = r0});
+      gemm<triangle::lower_a>(Y_.middleRows(r0 + 1, w), rows_of(Pk_.topLeftCorner(w, r1)), VR_.topRows(r1),
+                              {.diag = r0});
     }
   }
 
@@ -102,7 +103,7 @@ class dplr_worker {
   void emit(const mat<A>& H, const Out& out, index_t b, index_t t0, index_t hv) {
     const index_t n = n_;
     if (n == 0) return;
-    auto R = R_.topRows(n);
+    auto R = VR_.middleRows(n, n);  // [n, V]
     R = Y_.topRows(n);
     gemm(R, rows_of(Ad_.topRows(n)), H, {.beta = A(1)});  // Â H0 + L_k V
     unit_lower_solve(M_, R, n);                          // (I - L_b)^{-1}
@@ -111,8 +112,8 @@ class dplr_worker {
       if (n > tile) output_scores(r0, r1);  // else in load
       auto O = O_.topRows(m);  // [m, V]
       gemm(O, rows_of(Qd_.middleRows(r0, m)), H);
-      gemm<triangle::lower_a>(O, rows_of(Pk_.topLeftCorner(m, r1)), V_.topRows(r1), {.beta = A(1), .diag = r0});
-      gemm<triangle::lower_a>(O, rows_of(Pb_.topLeftCorner(m, r1)), R_.topRows(r1), {.beta = A(1), .diag = r0});
+      gemm<triangle::lower_a>(O, rows_of(Pk_.topLeftCorner(m, r1)), VR_.topRows(r1), {.beta = A(1), .diag = r0});
+      gemm<triangle::lower_a>(O, rows_of(Pb_.topLeftCorner(m, r1)), VR_.middleRows(n, r1), {.beta = A(1), .diag = r0});
       store_rows(out, b, t0 + r0, hv, m, O);
     }
   }
@@ -121,9 +122,9 @@ class dplr_worker {
   void advance(mat<A>& H) {
     const index_t n = n_;
     if (n == 0) return;
-    H = f_.asDiagonal() * H;
-    gemm(H, cols_of(Kf_.topRows(n)), V_.topRows(n), {.beta = A(1)});
-    gemm(H, cols_of(Bf_.topRows(n)), R_.topRows(n), {.beta = A(1)});
+    // H <- diag(exp(c_n)) H + [K ⊙ exp(c_n - c); B ⊙ exp(c_n - c)]^T [V; R]: one product of
+    // depth 2n, the decay in its store.
+    gemm(H, cols_of(KB_.topRows(2 * n)), VR_.topRows(2 * n), {.beta = A(1), .row_beta = f_.data()});
   }
 
  private:
@@ -138,12 +139,13 @@ class dplr_worker {
   mat<A> Ad_;          // [cap, K]  a, then Â = a ⊙ exp(c_{t-1})
   mat<A> An_;          // [cap, K]  a_{t+1} in row t
   mat<A> Qd_;          // [cap, K]  q ⊙ exp(c)
-  mat<A> Kf_, Bf_;     // [cap, K]  k, b ⊙ exp(c_n - c)
+  mat<A> KB_;          // [2 cap, K]  k ⊙ exp(c_n - c) in rows [0, n), b ⊙ exp(c_n - c) in rows [n, 2n)
   mat<Cum> c_;         // [cap, K]  span-local inclusive log-gate cumsum
   std::vector<double> gate_scratch_;  // [2K]  vector_gate_cumsum's sums and gates
   row_vec<A> f_;       // [K]       exp(c_n): the span's decay
   row_vec<A> e_;       // [K]       one row's decay exps
-  mat<A> V_, Y_, R_;   // [cap, V]  v; L_k V; the reads r
+  mat<A> VR_;          // [2 cap, V]  v in rows [0, n), the reads r in rows [n, 2n)
+  mat<A> Y_;           // [cap, V]  L_k V
   mat<A> M_;           // [cap, cap] strictly lower part: -L_b
   mat<A> Pk_, Pb_;     // [tile, cap] scores of q against k and b; Pk_ also L_k's tiles (long spans)
   mat<A> Lk_, Lb_;     // [tile, cap] L_k and L_b one row up (spans of one tile)

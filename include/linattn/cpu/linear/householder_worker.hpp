@@ -67,17 +67,19 @@ class householder_worker {
     for (index_t r = 0; r < n; ++r)
       beta_(r) = normalise_key<A>(core_.keys().row(r), core_.values().row(r),
                                   [&](double sq) { return Rule::beta(in, b, t0 + r, hv, sq); });
-    core_.prepare(in, b, t0, hv);
+    if constexpr (vector_gated) core_.prepare(in, b, t0, hv, M_);  // the Gram with the scores
+    else core_.prepare(in, b, t0, hv);
     if (n == 0) return;
     const auto& K = core_.keys();
 
     // M's strictly lower part becomes A = stril(diag(beta) (K K^T ⊙ Gam)).   [n, n]
     // Only the strictly lower part is used: row r against keys [0, r) (and a few more, up to
     // its row block's end), Kᵀ's rows read in place. A per-key gate decays inside the sum over
-    // key dimensions: the additive span's pivoted scores, with keys in place of queries.
+    // key dimensions: the additive span's pivoted scores, with keys in place of queries (made
+    // by prepare).
     auto M = M_.topLeftCorner(n, n);
-    if constexpr (vector_gated) core_.decayed_gram(M);
-    else gemm<triangle::lower_c>(M, rows_of(K.topRows(n)), core_.keys_transposed().leftCols(n), {.diag = -1});
+    if constexpr (!vector_gated)
+      gemm<triangle::lower_c>(M, rows_of(K.topRows(n)), core_.keys_transposed().leftCols(n), {.diag = -1});
     for (index_t r = 1; r < n; ++r) {
       if constexpr (gated) {
         // Whole packets: exp(min(b_r - b_i, 0)) up to the next multiple of 16 columns (the
@@ -95,7 +97,7 @@ class householder_worker {
     // per key dimension: K ⊙ exp(b).
     if constexpr (gated) nd_.head(n) = -core_.scalar_gate_exps().head(n);
     if constexpr (vector_gated)
-      Kd_.topRows(n) = K.topRows(n).cwiseProduct(decay_exp<A>(core_.cumulative_gates().topRows(n)));
+      Kd_.topRows(n) = K.topRows(n).cwiseProduct(core_.vector_gate_exps().topRows(n));
 
     if (n <= T_.rows()) {
       auto Tm = T_.topLeftCorner(n, n);  // T = (I + A)^{-1} diag(beta)   [n, n]

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../../core/config.hpp"
+#include "../io/token_io.hpp"
 #include "../linalg/eigen_types.hpp"
 #include "../linalg/gemm.hpp"
 #include "../linalg/transpose.hpp"
@@ -46,7 +47,8 @@ auto decay_exp(const Eigen::DenseBase<E>& x) {
 /// cum[r, d] = sum of the floored log gates of key dimension d over tokens [t0, t0 + r],
 /// r in [0, n), summed in double and rounded once per entry.   cum: [cap, K]
 /// `scratch` is the caller's buffer (2 K doubles once grown: the sums and one token's gates),
-/// so that a chunk allocates nothing.
+/// so that a chunk allocates nothing. A gate tensor `g` [B, T, HV, K] with contiguous rows is
+/// prefetched rows_ahead tokens on, as the q, k, v rows are (a new page per row).
 template <class Rule, class A, class In, class Cum>
 void vector_gate_cumsum(const In& in, index_t b, index_t t0, index_t n, index_t hv, mat<Cum>& cum,
                         std::vector<double>& scratch) {
@@ -55,6 +57,11 @@ void vector_gate_cumsum(const In& in, index_t b, index_t t0, index_t n, index_t 
   double* const run = scratch.data();
   double* const gates = run + K;
   for (index_t r = 0; r < n; ++r) {
+    if constexpr (requires { &in.g(b, t0, hv, 0); }) {  // gates stored as a plain view
+      const index_t ahead = t0 + r + rows_ahead;
+      if (in.g.stride(3) == 1 && ahead < in.g.extent(1))
+        prefetch_bytes(&in.g(b, ahead, hv, 0), index_t(K) * index_t(sizeof(in.g(b, ahead, hv, 0))), false);
+    }
     vector_log_gates<Rule>(in, b, t0 + r, hv, index_t(K), gates);
     for (std::size_t d = 0; d < K; ++d) cum(r, index_t(d)) = static_cast<Cum>(run[d] += floored_gate<A>(gates[d]));
   }
@@ -120,7 +127,7 @@ class vector_decay_scores {
     for (index_t a0 = r0 + sub; a0 < r1; a0 += sub) {
       const index_t e = a0 - 1, ma = std::min(a0 + sub, r1) - a0;
       for (vector_decay_scores* k : keys) k->keys_to_pivot(e, r0, a0, k->Ks_, sub);
-      for (std::size_t s = 0; s < S; ++s) rows_to_pivot(*src[s], Sd_.middleRows(index_t(s) * sub, ma), a0, e);
+      sources_to_pivot(src, a0, ma, e);
       for (std::size_t s = 0; s < S; ++s)
         for (std::size_t j = 0; j < J; ++j)
           gemm(dst(s, j).block(a0 - r0, r0, ma, a0 - r0), rows_of(Sd_.middleRows(index_t(s) * sub, ma)),
@@ -153,6 +160,11 @@ class vector_decay_scores {
     }
   }
 
+  /// The keys decayed to the last row of the span, transposed ([K, cap], the first n columns
+  /// read), where set_keys made them on the way (a span of at most one 16-block: its pivot is
+  /// that row); else nullptr.
+  const mat<A>* keys_to_last_row() const { return b_rows_ <= sub ? &Ks_ : nullptr; }
+
   /// G[0:n, 0:n] = the causal scores of Src rows [0, n) against the keys, tile by tile.
   template <class Dst>
   void all(const mat<A>& Src, Dst&& G, index_t n) {
@@ -176,9 +188,7 @@ class vector_decay_scores {
       if (e != std::min(a0 / sub * sub + sub - 1, k->b_rows_ - 1)) return false;
     const auto span = (b.row(a0) - b.row(e)).template cast<double>().array();
     if (!(span <= bounded_span).all()) return false;  // NaN compares false
-    for (std::size_t s = 0; s < S; ++s)
-      for (index_t i = 0; i < m; ++i)
-        Sd_.row(index_t(s) * sub + i) = src[s]->row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
+    sources_to_pivot(src, a0, m, e);
     for (std::size_t s = 0; s < S; ++s)
       for (std::size_t j = 0; j < J; ++j) {
         auto P = dst(s, j);
@@ -206,6 +216,21 @@ class vector_decay_scores {
     const mat<Cum>& b = *b_;
     for (index_t i = 0; i < out.rows(); ++i)
       out.row(i) = Src.row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
+  }
+
+  /// Sd_ rows [s sub, s sub + m) = rows [a0, a0 + m) of source s times exp(b_r - b_e), one exp
+  /// row per token for all sources.
+  template <std::size_t S>
+  void sources_to_pivot(const std::array<const mat<A>*, S>& src, index_t a0, index_t m, index_t e) {
+    const mat<Cum>& b = *b_;
+    for (index_t i = 0; i < m; ++i) {
+      if constexpr (S == 1) {
+        Sd_.row(i) = src[0]->row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
+      } else {
+        e_ = decay_exp<A>(b.row(a0 + i) - b.row(e));
+        for (std::size_t s = 0; s < S; ++s) Sd_.row(index_t(s) * sub + i) = src[s]->row(a0 + i).cwiseProduct(e_);
+      }
+    }
   }
 
   /// Kf_ columns [c0, a0) = the keys pre-decayed to the last row p of their bs-block (Kpre
