@@ -29,6 +29,14 @@ inline void prefetch_bytes(const void* p, index_t bytes, bool write) {
   }
 }
 
+/// Prefetches row x(b, t, head, :) of a [B, T, heads, D] view when its rows are contiguous and
+/// t is inside the tensor (for writing when `write`).
+template <class X>
+void prefetch_row(const X& x, index_t b, index_t t, index_t head, bool write) {
+  if (x.stride(3) == 1 && t < x.extent(1))
+    prefetch_bytes(&x(b, t, head, 0), x.extent(3) * index_t(sizeof(x(b, t, head, 0))), write);
+}
+
 /// dst = factor * the D elements at src, sd apart (one token row of one head).
 template <class T, class Row, class A>
 void load_row(const T* src, index_t D, index_t sd, Row&& dst, A factor) {
@@ -53,8 +61,7 @@ void load_rows(const tensor_view<const T, 4>& x, index_t b, index_t t0, index_t 
                Dst& dst, A factor) {
   const index_t D = x.extent(3), sd = x.stride(3);
   for (index_t r = 0; r < rows; ++r) {
-    if (sd == 1 && t0 + r + rows_ahead < x.extent(1))
-      prefetch_bytes(&x(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), false);
+    prefetch_row(x, b, t0 + r + rows_ahead, head, false);
     load_row(&x(b, t0 + r, head, 0), D, sd, dst.row(r), factor);
   }
 }
@@ -65,8 +72,7 @@ void store_rows(const tensor_view<T, 4>& out, index_t b, index_t t0, index_t hea
                 const Src& src) {
   const index_t D = out.extent(3), sd = out.stride(3);
   for (index_t r = 0; r < rows; ++r) {
-    if (sd == 1 && t0 + r + rows_ahead < out.extent(1))
-      prefetch_bytes(&out(b, t0 + r + rows_ahead, head, 0), D * index_t(sizeof(T)), true);
+    prefetch_row(out, b, t0 + r + rows_ahead, head, true);
     store_row(&out(b, t0 + r, head, 0), D, sd, src.row(r));
   }
 }

@@ -57,11 +57,8 @@ void vector_gate_cumsum(const In& in, index_t b, index_t t0, index_t n, index_t 
   double* const run = scratch.data();
   double* const gates = run + K;
   for (index_t r = 0; r < n; ++r) {
-    if constexpr (requires { &in.g(b, t0, hv, 0); }) {  // gates stored as a plain view
-      const index_t ahead = t0 + r + rows_ahead;
-      if (in.g.stride(3) == 1 && ahead < in.g.extent(1))
-        prefetch_bytes(&in.g(b, ahead, hv, 0), index_t(K) * index_t(sizeof(in.g(b, ahead, hv, 0))), false);
-    }
+    if constexpr (requires { &in.g(b, t0, hv, 0); })  // gates stored as a plain view
+      prefetch_row(in.g, b, t0 + r + rows_ahead, hv, false);
     vector_log_gates<Rule>(in, b, t0 + r, hv, index_t(K), gates);
     for (std::size_t d = 0; d < K; ++d) cum(r, index_t(d)) = static_cast<Cum>(run[d] += floored_gate<A>(gates[d]));
   }
@@ -224,12 +221,8 @@ class vector_decay_scores {
   void sources_to_pivot(const std::array<const mat<A>*, S>& src, index_t a0, index_t m, index_t e) {
     const mat<Cum>& b = *b_;
     for (index_t i = 0; i < m; ++i) {
-      if constexpr (S == 1) {
-        Sd_.row(i) = src[0]->row(a0 + i).cwiseProduct(decay_exp<A>(b.row(a0 + i) - b.row(e)));
-      } else {
-        e_ = decay_exp<A>(b.row(a0 + i) - b.row(e));
-        for (std::size_t s = 0; s < S; ++s) Sd_.row(index_t(s) * sub + i) = src[s]->row(a0 + i).cwiseProduct(e_);
-      }
+      e_ = decay_exp<A>(b.row(a0 + i) - b.row(e));
+      for (std::size_t s = 0; s < S; ++s) Sd_.row(index_t(s) * sub + i) = src[s]->row(a0 + i).cwiseProduct(e_);
     }
   }
 
