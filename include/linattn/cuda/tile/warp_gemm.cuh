@@ -78,7 +78,9 @@ __device__ inline void fp32_terms(std::uint32_t (&hi)[N], std::uint32_t (&lo)[N]
 /// product with the lo term of an operand that is a tile of T or that `Exact` names (it is
 /// zero). Each result element is passed once to the epilogue, as `epilogue(row, col, const
 /// float (&v)[2])` for columns col, col + 1 (col even). `lower_a`: A is lower triangular, so a
-/// unit stops at the k-step of its diagonal. No synchronisation inside: the caller synchronises
+/// unit stops at the k-step of its diagonal. With NT = 1 a unit keeps its even and odd k-steps
+/// in two accumulators, added at the end: two chains of dependent products where one would
+/// run Terms · Kd / 16 of them in a row. No synchronisation inside: the caller synchronises
 /// before (the operands complete) and after.
 template <class T, int Terms, class LA, class LB, int M, int N, int Kd, bool lower_a = false,
           exact_operands Exact = exact_operands::none, class EA, class EB, class Epilogue>
@@ -98,7 +100,9 @@ __device__ void warp_gemm(const EA* A, int lda, const EB* B, int ldb, Epilogue&&
   for (int u = warp; u < units; u += warps) {
     const int r0 = 16 * (u / units_n), n0 = 8 * NT * (u % units_n);
     const int last = lower_a && r0 / 16 < steps ? r0 / 16 : steps - 1;  // the last k-step with nonzero A
-    float acc[NT][4] = {};
+    // NT = 1: the even and odd k-steps in two accumulators, two chains of dependent products
+    constexpr int chains = NT == 1 && steps > 1 ? 2 : 1;
+    float acc[NT * chains][4] = {};
 #pragma unroll
     for (int s = 0; s < steps; ++s) {
       if (lower_a && s > last) continue;
@@ -120,11 +124,15 @@ __device__ void warp_gemm(const EA* A, int lda, const EB* B, int ldb, Epilogue&&
         } else {
           half_b_operand<LB>(bh, B, ldb, n0 + 8 * j, 16 * s, lane);
         }
-        if constexpr (split_a) mma_16816<T>(acc[j], al, bh[0], bh[1]);
-        if constexpr (split_b) mma_16816<T>(acc[j], ah, bl[0], bl[1]);
-        mma_16816<T>(acc[j], ah, bh[0], bh[1]);
+        float (&d)[4] = acc[chains == 2 ? s % 2 : j];
+        if constexpr (split_a) mma_16816<T>(d, al, bh[0], bh[1]);
+        if constexpr (split_b) mma_16816<T>(d, ah, bl[0], bl[1]);
+        mma_16816<T>(d, ah, bh[0], bh[1]);
       }
     }
+    if constexpr (chains == 2)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[0][e] += acc[1][e];
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       const float top[2] = {acc[j][0], acc[j][1]}, bottom[2] = {acc[j][2], acc[j][3]};

@@ -18,11 +18,12 @@
 /// tile_product.cuh: for bf16 inputs register mma.sync products, each operand split into two
 /// bf16 terms, three products per step; for fp16 inputs WMMA with one TF32 product per step,
 /// for fp32 three), except the five with H0 or dH, which state_products.cuh takes in three
-/// phases (bf16 inputs: mma.sync from the state staged in shared memory as bf16). For bf16
-/// inputs q, k and dO are also kept as loaded in bf16 (loaded_rows): exact, so the products
-/// read them by ldmatrix with no lo terms (one product per step fewer; none for K K^T), and the
-/// [C, K], [C, V] fp32 tiles take rows of K + 8 floats (row_pad), which the products' 8-byte
-/// fragment loads read without bank conflicts.
+/// phases (bf16 inputs: mma.sync from the state staged in shared memory as bf16; H0 stays there
+/// for its second phase, and <dH, H0> is summed as dH is staged). For bf16 inputs q, k and dO
+/// are kept as loaded in bf16 only (loaded_rows): exact, so the products read them by ldmatrix
+/// with no lo terms (one product per step fewer; none for K K^T), and the [C, K], [C, V] fp32
+/// tiles take rows of K + 8 floats (row_pad), which the products' 8-byte fragment loads read
+/// without bank conflicts.
 #pragma once
 
 #include <tuple>
@@ -33,18 +34,21 @@
 
 namespace linattn::cuda::detail {
 
-/// The rows pass 4 keeps beside its fp32 tiles. For bf16 inputs: q (unscaled), k and dO as
-/// loaded, in bf16, whose values they hold exactly; its mma.sync products read them by ldmatrix
-/// with no conversion and no lo terms (the scale goes into those products' epilogues). For other
-/// input types: dO as an fp32 tile (row stride ld), which the WMMA products read.
-template <class T, int K, int V, int ld>
+/// The input rows pass 4 keeps. For bf16 inputs: q (unscaled), k and dO as loaded, in bf16,
+/// whose values they hold exactly; its mma.sync products read them by ldmatrix with no
+/// conversion and no lo terms (the scale goes into those products' epilogues), and its
+/// elementwise uses convert them as they read them. For other input types: fp32 tiles (rows of
+/// ldk and ldv floats), which the WMMA products read.
+template <class T, int K, int V, int ldk, int ldv>
 struct loaded_rows {
   static constexpr bool exact = false;
-  float dout[backward_chunk][ld];  // [C, V]  dO
+  float q[backward_chunk][ldk];     // [C, K]  scale q
+  float k[backward_chunk][ldk];     // [C, K]
+  float dout[backward_chunk][ldv];  // [C, V]  dO
 };
 
-template <int K, int V, int ld>
-struct loaded_rows<__nv_bfloat16, K, V, ld> {
+template <int K, int V, int ldk_, int ldv_>  // the fp32 tiles' strides, unused: bf16 rows take their own
+struct loaded_rows<__nv_bfloat16, K, V, ldk_, ldv_> {
   static constexpr bool exact = true;
   static constexpr int ldk = K + 8, ldv = V + 8;  // 16-byte aligned rows, conflict-free ldmatrix
   __nv_bfloat16 q[backward_chunk][ldk];           // [C, K]  q (not scaled)
@@ -76,15 +80,13 @@ struct chunk_gradients_storage {
   static constexpr int warps = 16, threads = 32 * warps;
   static constexpr int C = backward_chunk, pad = row_pad<gradient_products<T>>, ldk = K + pad, ldv = V + pad;
   static constexpr int ldc = chunk_corrections::ld;
-  float q[C][ldk];     // [C, K]  scale q
-  float k[C][ldk];     // [C, K]
   float x[C][ldv];     // [C, V]  V, then X (delta family)
   float u[C][ldv];     // [C, V]  U (delta family)
   float du[C][ldv];    // [C, V]  dU
   float dy[C][ldv];    // [C, V]  dY, then dX (delta family)
   float dq[C][ldk];    // [C, K]  dQ summed over the value heads
   float dk[C][ldk];    // [C, K]  dK summed over the value heads
-  state_phase_storage<staging, K, V> st;  // what the products with H0 and dH need
+  state_phase_storage<staging, K, V> st;  // what the products with H0 and dH need (bf16: H0 resident)
   float p[C][ldc];     // [C, C]  P
   float dp[C][ldc];    // [C, C]  dP ⊙ D
   float z[C][ldc];     // [C, C]  Z
@@ -93,7 +95,7 @@ struct chunk_gradients_storage {
   chunk_coefficients cf;
   float dgv[C], w[C], dbeta[C], red[warps];
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
-  loaded_rows<T, K, V, ldv> in;  // bf16 inputs: q, k, dO as loaded; else dO
+  loaded_rows<T, K, V, ldk, ldv> in;  // q, k, dO: bf16 as loaded, else fp32 tiles
 };
 
 /// Writes rows r < n of a [C, D] fp32 tile (ld floats per row), times `scale`, to
@@ -141,6 +143,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
                 "pass 4 stages the states in the type passes 2 and 3 write");
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
+  constexpr bool resident_h0 = S::staging == state_staging::bf16_halves;  // H0 stays in shared memory
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const int ci = int(blockIdx.x), tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
@@ -156,7 +159,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       return std::tuple{tile_ref<T>{s.in.q[0], s.in.ldk}, tile_ref<T>{s.in.k[0], s.in.ldk},
                         tile_ref<T>{s.in.dout[0], s.in.ldv}};
     else
-      return std::tuple{tile_ref<float>{s.q[0], ldk}, tile_ref<float>{s.k[0], ldk}, tile_ref<float>{s.in.dout[0], ldv}};
+      return std::tuple{tile_ref<float>{s.in.q[0], ldk}, tile_ref<float>{s.in.k[0], ldk},
+                        tile_ref<float>{s.in.dout[0], ldv}};
   }();
   const auto &queries = std::get<0>(operands), &keys = std::get<1>(operands), &douts = std::get<2>(operands);
   const float qscale = exact_rows ? args.scale : 1.0f;
@@ -168,8 +172,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   {
     chunk_rows<K, S::threads, T> qr, kr;  // all four loads in flight at once
     qr.issue(args.in.q, b, t0, n, h), kr.issue(args.in.k, b, t0, n, h);
-    qr.store(s.q[0], ldk, args.scale), kr.store(s.k[0], ldk);
     if constexpr (exact_rows) qr.store_as_loaded(s.in.q[0], s.in.ldk), kr.store_as_loaded(s.in.k[0], s.in.ldk);
+    else qr.store(s.in.q[0], ldk, args.scale), kr.store(s.in.k[0], ldk);
   }
   for (int e = tid; e < C * ldk; e += int(blockDim.x)) s.dq[0][e] = 0.0f, s.dk[0][e] = 0.0f;
 
@@ -184,19 +188,21 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     else dr.store(s.in.dout[0], ldv);
     __syncthreads();
     if constexpr (delta) {
-      chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
+      chunk_betas<K>(args, s.cf, keys.p, keys.ld, b, t0, n, hv);
       chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr, stage, qscale);
       chunk_solve(s.cf, s.cr);
     } else {
-      chunk_scores<P, K>(s.q[0], ldk, s.k[0], ldk, cf, s.p[0], stage);
+      chunk_scores<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], stage, qscale);
       __syncthreads();
     }
-    // with H0: X = V - diag(Gam) K H0 (delta family); dQ = diag(Gam) dO H0^T and its dg term
+    // with H0 (which the bf16 staging keeps): X = V - diag(Gam) K H0 (delta family);
+    // dQ = diag(Gam) dO H0^T and its dg term
     {
-      const state_rows_job x{s.k[0], ldk, s.x[0], ldv, cf.gam, -1.0f, false, keys.bf16_rows(), keys.ld};
+      const state_rows_job x{keys.fp32_rows(), keys.ld, s.x[0], ldv, cf.gam, -1.0f, false, keys.bf16_rows(), keys.ld};
       state_phase<S::staging, P, K, V, S::threads>(
-          s.st, pieces, H0, dH, delta ? &x : nullptr,
-          {douts.fp32_rows(), ldv, s.dq[0], s.q[0], ldk, cf.gam, 1.0f, s.dgv, false, douts.bf16_rows(), douts.ld},
+          s.st, pieces, state_slot::resident_staged, H0, dH, delta ? &x : nullptr,
+          {douts.fp32_rows(), ldv, s.dq[0], queries.fp32_rows(), ldk, cf.gam, 1.0f, s.dgv, false, douts.bf16_rows(),
+           douts.ld, queries.bf16_rows(), queries.ld, qscale},
           stage);
     }
     if constexpr (delta) {
@@ -205,11 +211,14 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       __syncthreads();
     }
     const float* u = delta ? s.u[0] : s.x[0];
-    // with dH: dU = diag(e) K dH (then + P^T dO); dK = diag(e) U dH^T (the state write) and its dg term
+    // with dH: dU = diag(e) K dH (then + P^T dO); dK = diag(e) U dH^T (the state write) and its
+    // dg term; with the bf16 staging, each warp's part of <dH, H0> (gated rules) as dH is staged
     {
-      const state_rows_job du{s.k[0], ldk, s.du[0], ldv, cf.e, 1.0f, true, keys.bf16_rows(), keys.ld};
-      state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, dH, nullptr, &du,
-                                                   {u, ldv, s.dk[0], s.k[0], ldk, cf.e, 1.0f, s.w, false}, stage);
+      const state_rows_job du{keys.fp32_rows(), keys.ld, s.du[0], ldv, cf.e, 1.0f, true, keys.bf16_rows(), keys.ld};
+      state_phase<S::staging, P, K, V, S::threads>(
+          s.st, pieces, state_slot::streamed, dH, nullptr, &du,
+          {u, ldv, s.dk[0], keys.fp32_rows(), ldk, cf.e, 1.0f, s.w, false, nullptr, 0, keys.bf16_rows(), keys.ld},
+          stage, gated && resident_h0 ? s.red : nullptr);
     }
     // dU += P^T dO; dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
     const auto dp_epilogue = [&]<int W>(int r, int j, const float (&x)[W]) {
@@ -267,7 +276,6 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     }
     store_tile<V>(args.grads.dv, delta ? s.dy[0] : s.du[0], ldv, b, t0, n, hv);
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
-    if constexpr (delta) pieces.issue(H0, 0);
     // dQ += dP K, dK += dP^T Q
     tile_product<P, row_major, row_major, C, K, C, true, exact_operands::b>(s.dp[0], ldc, keys.p, keys.ld, stage,
         tile_epilogue<tile_update::add>(s.dq));
@@ -275,10 +283,12 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         tile_epilogue<tile_update::add>(s.dk, qscale));
     __syncthreads();
     if constexpr (delta) {
-      // with H0 again: dK -= diag(Gam) dX H0^T (with its dg term); then (dG + dG^T) K and beta's
-      // dependence on ||k||^2
-      state_phase<S::staging, P, K, V, S::threads>(s.st, pieces, H0, nullptr, nullptr,
-                                                   {s.dy[0], ldv, s.dk[0], s.k[0], ldk, cf.gam, -1.0f, s.dgv, true}, stage);
+      // with H0 again (resident with the bf16 staging): dK -= diag(Gam) dX H0^T (with its dg
+      // term); then (dG + dG^T) K and beta's dependence on ||k||^2
+      state_phase<S::staging, P, K, V, S::threads>(
+          s.st, pieces, state_slot::resident, H0, nullptr, nullptr,
+          {s.dy[0], ldv, s.dk[0], keys.fp32_rows(), ldk, cf.gam, -1.0f, s.dgv, true, nullptr, 0, keys.bf16_rows(), keys.ld},
+          stage);
       tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, keys.p, keys.ld, stage,
           tile_epilogue<tile_update::add>(s.dk));
       __syncthreads();
@@ -287,15 +297,17 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         const beta_partials<float> bp = Rule::beta_derivatives(args.in, b, t0 + r, hv, cf.sq[r]);
         const float f = 2.0f * s.dbeta[r] * bp.d_key_sqnorm;
         if (f != 0.0f)
-          for (int i = lane; i < K; i += 32) s.dk[r][i] += f * s.k[r][i];
+          for (int i = lane; i < K; i += 32) s.dk[r][i] += f * to_float(keys.p[r * keys.ld + i]);
         if (lane == 0 && dbeta_out.data()) store_value(dbeta_out, s.dbeta[r] * bp.d_input, b, t0 + r, hv);
       }
       __syncthreads();
     }
     if constexpr (gated) {
-      // Gam_{n-1} <dH, H0>, in a fixed order
-      const float part = warp_sum(state_dot_part<K, V, S::threads>(dH, H0));
-      if (lane == 0) s.red[warp] = part;
+      // Gam_{n-1} <dH, H0>, in a fixed order (bf16 staging: the warps' parts from dH's phase)
+      if constexpr (!resident_h0) {
+        const float part = warp_sum(state_dot_part<K, V, S::threads>(dH, H0));
+        if (lane == 0) s.red[warp] = part;
+      }
       // w_i += colZ_i - rowZ_i
       for (int i = warp; i < C; i += int(blockDim.x) / 32) {
         float d = (lane > i ? s.z[lane][i] : 0.0f) - (lane < i ? s.z[i][lane] : 0.0f);

@@ -16,6 +16,9 @@
 ///    tiles rounded to bf16 as they are read, or read by ldmatrix where the job gives the rows
 ///    as exact bf16 too (k, dO as loaded). The states then share the 16-bit rounding of
 ///    every other operand of a bf16 call; the products hand no result tile through shared memory.
+///    One state (H0) can stay whole in shared memory for a later phase (`state_slot`); another
+///    (dH) streams through a half buffer, and its dot with the resident one is summed from its
+///    pieces as they are staged.
 /// The caller's tiles are fp32 in shared memory, rows past the chunk zero.
 #pragma once
 
@@ -55,7 +58,9 @@ struct state_rows_job {
 
 /// acc[r][c] += y[r][c] = sign f[r] (B S^T)[r][c] and dots[r] (= or +=) sum_c rows[r][c] y[r][c];
 /// B [C, V] (stride ldb), acc and rows [C, K] (stride ldk). `b16`: B as exact bf16 (row stride
-/// ldb16), as a16 of state_rows_job; or null.
+/// ldb16), as a16 of state_rows_job; or null. `rows16`: the rows as bf16 (row stride ldr16),
+/// read as rows_scale times their values (the same floats as an fp32 tile of them), in place
+/// of `rows` (bf16 staging only); or null.
 struct state_columns_job {
   const float* b;
   int ldb;
@@ -68,6 +73,17 @@ struct state_columns_job {
   bool add_dots;
   const __nv_bfloat16* b16 = nullptr;
   int ldb16 = 0;
+  const __nv_bfloat16* rows16 = nullptr;
+  int ldr16 = 0;
+  float rows_scale = 1.0f;
+};
+
+/// Where a phase finds its state S in shared memory (bf16 staging; the global staging reads
+/// every state from the workspace, and ignores it).
+enum class state_slot {
+  streamed,         // staged half by half through `half`, which the next phase overwrites (dH)
+  resident_staged,  // staged half by half into `whole`, where it stays (H0's first phase)
+  resident          // in `whole` already (H0's later phases): no loads, no staging
 };
 
 /// The shared memory a phase needs beside the caller's tiles.
@@ -79,7 +95,8 @@ struct state_phase_storage {
 template <int K, int V>
 struct state_phase_storage<state_staging::bf16_halves, K, V> {
   static constexpr int rows = K / 2, ld = V + 8;  // 16-byte aligned rows, conflict-free ldmatrix
-  __nv_bfloat16 half[rows][ld];                  // [K/2, V]  rows [h K/2, (h+1) K/2) of S
+  __nv_bfloat16 whole[K][ld];                    // [K, V]    a resident state (H0)
+  __nv_bfloat16 half[rows][ld];                  // [K/2, V]  rows [h K/2, (h+1) K/2) of a streamed one (dH)
   float dot_parts[backward_chunk][K / 8];        // [C, K/8]  the dots per 8-column block
 };
 
@@ -109,12 +126,34 @@ struct state_pieces<state_staging::bf16_halves, K, V, Threads> {
     for (int i = 0; i < per_thread; ++i)
       if (pieces % Threads == 0 || int(threadIdx.x) < pieces) piece[i] = src[int(threadIdx.x) + i * Threads];
   }
-  __device__ void store(state_phase_storage<state_staging::bf16_halves, K, V>& st) const {
+  static constexpr int ld = state_phase_storage<state_staging::bf16_halves, K, V>::ld;
+
+  /// Into the half's K/2 rows at `rows` ([K/2, V], ld elements per row).
+  __device__ void store(__nv_bfloat16 (*rows)[ld]) const {
 #pragma unroll
     for (int i = 0; i < per_thread; ++i) {
       const int e = int(threadIdx.x) + i * Threads, r = e / (V / 8), c = (e % (V / 8)) * 8;
-      if (pieces % Threads == 0 || e < pieces) *reinterpret_cast<uint4*>(&st.half[r][c]) = piece[i];
+      if (pieces % Threads == 0 || e < pieces) *reinterpret_cast<uint4*>(&rows[r][c]) = piece[i];
     }
+  }
+  /// This thread's part of <these pieces, the same elements of `rows`> (the matching half of
+  /// another state in shared memory), in fp32 in a fixed order.
+  __device__ float dot(const __nv_bfloat16 (*rows)[ld]) const {
+    float part = 0.0f;
+#pragma unroll
+    for (int i = 0; i < per_thread; ++i) {
+      const int e = int(threadIdx.x) + i * Threads, r = e / (V / 8), c = (e % (V / 8)) * 8;
+      if (pieces % Threads == 0 || e < pieces) {
+        const uint4 y = *reinterpret_cast<const uint4*>(&rows[r][c]);
+        const std::uint32_t xs[4] = {piece[i].x, piece[i].y, piece[i].z, piece[i].w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float2 u = unpack2<__nv_bfloat16>(xs[w]), v = unpack2<__nv_bfloat16>(ys[w]);
+          part += u.x * v.x + u.y * v.y;
+        }
+      }
+    }
+    return part;
   }
 };
 
@@ -164,14 +203,18 @@ __device__ void row_dots_accumulate(const float* rows, const float* tmp, float* 
   }
 }
 
-/// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, staged_state_t), whose
-/// first half `pieces` holds (issued by the caller or the phase before); `pieces` then holds the
-/// first half of `next` when it is given. Runs on the whole block and ends synchronised; the
-/// caller synchronises before it (its tiles complete).
+/// One phase: the jobs (`rows` optional) on state S ([K, V], row-major, staged_state_t). With
+/// the bf16 staging, `slot` says where S lies: streamed or resident_staged, `pieces` holds its
+/// first half (issued by the caller or the phase before) and then the first half of `next`
+/// when it is given; resident, S is in shared memory already and `pieces` is not touched.
+/// `warp_dots` (streamed only; or null): each warp's part of <S, the resident state>, from the
+/// pieces as they are stored, goes to warp_dots[warp], summed in a fixed order. Runs on the
+/// whole block and ends synchronised; the caller synchronises before it (its tiles complete).
 template <state_staging How, class P, int K, int V, int Threads>
 __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How, K, V, Threads>& pieces,
-                            const staged_state_t<How>* S, const staged_state_t<How>* next, const state_rows_job* rows,
-                            const state_columns_job& cols, float* stage) {
+                            state_slot slot, const staged_state_t<How>* S, const staged_state_t<How>* next,
+                            const state_rows_job* rows, const state_columns_job& cols, float* stage,
+                            float* warp_dots = nullptr) {
   constexpr int C = backward_chunk;
   const int tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
   if constexpr (How == state_staging::global) {
@@ -207,10 +250,20 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
     static_assert(col_units <= warps, "one columns unit per warp");
     const int g = lane / 4, t = lane % 4;
     for (int h = 0; h < 2; ++h) {
-      pieces.store(st);
-      __syncthreads();
-      if (h == 0) pieces.issue(S, 1);
-      else if (next) pieces.issue(next, 0);
+      using half_rows = const T (*)[St::ld];
+      half_rows sh = st.whole + h * half;  // [K/2, V]  the half's rows of S
+      if (slot != state_slot::resident) {
+        T(*to)[St::ld] = slot == state_slot::streamed ? st.half : st.whole + h * half;
+        pieces.store(to);
+        if (warp_dots) {
+          const float part = warp_sum(pieces.dot(st.whole + h * half));
+          if (lane == 0) warp_dots[warp] = h == 0 ? part : warp_dots[warp] + part;
+        }
+        __syncthreads();
+        if (h == 0) pieces.issue(S, 1);
+        else if (next) pieces.issue(next, 0);
+        sh = to;
+      }
       // the A fragment of rows [r0, r0 + 16), columns [k0, k0 + 16) of x: by ldmatrix from the
       // exact bf16 rows (Exact16) or rounded from the fp32 tile
       const auto a_fragment = [&]<bool Exact16>(std::uint32_t (&a)[4], const float* x, int ldx, const T* x16, int ld16,
@@ -225,7 +278,7 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
 #pragma unroll
           for (int s = 0; s < half / 16; s += 2) {
             std::uint32_t y[4], a0[4], a1[4];
-            ldmatrix_x4<true>(y, &st.half[16 * s + lane][n0]);  // k rows 16 s + lane, two k-steps
+            ldmatrix_x4<true>(y, &sh[16 * s + lane][n0]);  // k rows 16 s + lane, two k-steps
             a_fragment.template operator()<Exact16>(a0, rows->a, rows->lda, rows->a16, rows->lda16, r0,
                                                     h * half + 16 * s);
             a_fragment.template operator()<Exact16>(a1, rows->a, rows->lda, rows->a16, rows->lda16, r0,
@@ -241,20 +294,22 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
       }
       if (warp < col_units) {
         const int r0 = 16 * (warp / (half / 8)), n0 = 8 * (warp % (half / 8));
-        float acc[4] = {};
+        float acc[4] = {}, acc1[4] = {};  // the even and odd k-steps: two chains of dependent products
         const auto columns_products = [&]<bool Exact16>() {
 #pragma unroll
           for (int s = 0; s < V / 16; s += 2) {
             std::uint32_t y[4], b0[4], b1[4];
-            ldmatrix_x4(y, &st.half[n0 + lane % 8][16 * s + 8 * (lane / 8)]);  // n rows, k columns: two k-steps
+            ldmatrix_x4(y, &sh[n0 + lane % 8][16 * s + 8 * (lane / 8)]);  // n rows, k columns: two k-steps
             a_fragment.template operator()<Exact16>(b0, cols.b, cols.ldb, cols.b16, cols.ldb16, r0, 16 * s);
             a_fragment.template operator()<Exact16>(b1, cols.b, cols.ldb, cols.b16, cols.ldb16, r0, 16 * s + 16);
             mma_16816<T>(acc, b0, y[0], y[1]);
-            mma_16816<T>(acc, b1, y[2], y[3]);
+            mma_16816<T>(acc1, b1, y[2], y[3]);
           }
         };
         if (cols.b16) columns_products.template operator()<true>();
         else columns_products.template operator()<false>();
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[e] += acc1[e];
         const int c = h * half + n0 + 2 * t;
         float part[2];
 #pragma unroll
@@ -263,14 +318,22 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
           const float f = cols.sign * cols.f[r], y0 = f * acc[2 * i], y1 = f * acc[2 * i + 1];
           float2& a = *reinterpret_cast<float2*>(cols.acc + r * cols.ldk + c);  // 8-byte accesses (c, ldk even)
           a = make_float2(a.x + y0, a.y + y1);
-          const float2 x = *reinterpret_cast<const float2*>(cols.rows + r * cols.ldk + c);
+          float2 x;
+          if (cols.rows16) {
+            x = unpack2<T>(*reinterpret_cast<const std::uint32_t*>(cols.rows16 + r * cols.ldr16 + c));
+            x.x *= cols.rows_scale, x.y *= cols.rows_scale;
+          } else {
+            x = *reinterpret_cast<const float2*>(cols.rows + r * cols.ldk + c);
+          }
           part[i] = x.x * y0 + x.y * y1;
 #pragma unroll
           for (int o = 1; o < 4; o <<= 1) part[i] += __shfl_xor_sync(0xffffffffu, part[i], o);
         }
         if (t == 0) st.dot_parts[r0 + g][c / 8] = part[0], st.dot_parts[r0 + g + 8][c / 8] = part[1];
       }
-      __syncthreads();
+      // after the second half, or before `half` takes the next one (the resident halves are
+      // apart, and so are the halves' dot_parts columns)
+      if (h == 1 || slot == state_slot::streamed) __syncthreads();
     }
     if (rows) {
 #pragma unroll
