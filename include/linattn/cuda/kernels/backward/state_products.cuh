@@ -104,6 +104,23 @@ struct state_phase_storage<state_staging::bf16_halves, K, V> {
 template <state_staging How>
 using staged_state_t = std::conditional_t<How == state_staging::bf16_halves, __nv_bfloat16, float>;
 
+/// part + <x, y> over two 16-byte pieces of elements of type E (fp32 or 16-bit), summed in fp32
+/// in a fixed order.
+template <class E>
+__device__ inline float add_piece_dot(float part, const uint4& x, const uint4& y) {
+  const std::uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    if constexpr (std::is_same_v<E, float>) {
+      part += __uint_as_float(xs[w]) * __uint_as_float(ys[w]);
+    } else {
+      const float2 u = unpack2<E>(xs[w]), v = unpack2<E>(ys[w]);
+      part += u.x * v.x + u.y * v.y;
+    }
+  }
+  return part;
+}
+
 /// The pieces of one half of a state on their way to shared memory, in registers between
 /// `issue` (the 16-byte loads, rows [h K/2, (h+1) K/2) of S) and `store`, so that the loads of
 /// the next half or state overlap the products on the current one. Nothing to stage for
@@ -143,15 +160,8 @@ struct state_pieces<state_staging::bf16_halves, K, V, Threads> {
 #pragma unroll
     for (int i = 0; i < per_thread; ++i) {
       const int e = int(threadIdx.x) + i * Threads, r = e / (V / 8), c = (e % (V / 8)) * 8;
-      if (pieces % Threads == 0 || e < pieces) {
-        const uint4 y = *reinterpret_cast<const uint4*>(&rows[r][c]);
-        const std::uint32_t xs[4] = {piece[i].x, piece[i].y, piece[i].z, piece[i].w}, ys[4] = {y.x, y.y, y.z, y.w};
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          const float2 u = unpack2<__nv_bfloat16>(xs[w]), v = unpack2<__nv_bfloat16>(ys[w]);
-          part += u.x * v.x + u.y * v.y;
-        }
-      }
+      if (pieces % Threads == 0 || e < pieces)
+        part = add_piece_dot<__nv_bfloat16>(part, piece[i], *reinterpret_cast<const uint4*>(&rows[r][c]));
     }
     return part;
   }
@@ -171,18 +181,7 @@ __device__ float state_dot_part(const E* a, const E* b) {
     y[i] = reinterpret_cast<const uint4*>(b)[int(threadIdx.x) + i * Threads];
   float part = 0.0f;
 #pragma unroll
-  for (int i = 0; i < per_thread; ++i) {
-    const std::uint32_t xs[4] = {x[i].x, x[i].y, x[i].z, x[i].w}, ys[4] = {y[i].x, y[i].y, y[i].z, y[i].w};
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      if constexpr (std::is_same_v<E, float>) {
-        part += __uint_as_float(xs[w]) * __uint_as_float(ys[w]);
-      } else {
-        const float2 u = unpack2<E>(xs[w]), v = unpack2<E>(ys[w]);
-        part += u.x * v.x + u.y * v.y;
-      }
-    }
-  }
+  for (int i = 0; i < per_thread; ++i) part = add_piece_dot<E>(part, x[i], y[i]);
   return part;
 }
 
