@@ -10,10 +10,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -75,10 +77,17 @@ T* device_random(index_t n, unsigned seed, fill_kind kind) {
 
 /// Median event time (ms) of fn over `reps` calls after 3 warm-ups; the L2 cache is flushed
 /// (a 256 MiB memset) before each timed call, outside the timed region.
-double median_ms(const std::function<void()>& fn, int reps) {
+constexpr std::size_t flush_bytes = std::size_t(256) << 20;
+
+/// The buffer whose memset flushes the L2 cache before a timed call.
+void* flush_buffer() {
   static void* flush = nullptr;
-  const std::size_t flush_bytes = std::size_t(256) << 20;
   if (!flush) ok(cudaMalloc(&flush, flush_bytes), "cudaMalloc(flush)");
+  return flush;
+}
+
+double median_ms(const std::function<void()>& fn, int reps) {
+  void* const flush = flush_buffer();
   for (int i = 0; i < 3; ++i) fn();
   ok(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t a, b;
@@ -254,6 +263,88 @@ row state_copy(int B, int H, int D, int reps, double bw) {
   return {"state copy (cudaMemcpy, decode's bytes)", B, 1, H, D, copy_ms(bytes, reps), 2.0 * double(bytes) / bw * 1e3};
 }
 
+/// Layers of a decode loop (per_step_ms) whose states of `state_bytes` each are together at
+/// least four times the L2 cache, so that every step reads its state from memory, as in a
+/// model; 8 to 256.
+int loop_layers(std::size_t state_bytes) {
+  int device = 0, l2 = 0;
+  ok(cudaGetDevice(&device), "cudaGetDevice");
+  ok(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "cudaDeviceGetAttribute");
+  return int(std::clamp<std::size_t>((4 * std::size_t(l2) + state_bytes - 1) / state_bytes, 8, 256));
+}
+
+/// The per-step time (ms) of a decode loop as a serving engine runs it: L steps, one per layer,
+/// queued on a stream and replayed from a CUDA graph (no host launch cost inside the loop); the
+/// median of `reps` replays (L2 flushed before each) over L. `step(l, stream)` queues layer l's
+/// step and throws on failure. A loop that cannot be captured gives NaN and says why (the other
+/// rows still run).
+double per_step_ms(int L, int reps, const std::function<void(int, cudaStream_t)>& step) {
+  void* const flush = flush_buffer();
+  cudaStream_t s;
+  ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::string failure;
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+    try {
+      for (int l = 0; l < L; ++l) step(l, s);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+    if (failure.empty() && ended != cudaSuccess) failure = cudaGetErrorString(ended);
+  } else {
+    failure = "cudaStreamBeginCapture failed";
+  }
+  cudaGraphExec_t exec = nullptr;
+  if (failure.empty() && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) failure = "cudaGraphInstantiate failed";
+  std::vector<double> t;
+  if (failure.empty()) {
+    cudaEvent_t start, end;  // on the replay's own stream
+    cudaEventCreate(&start);
+    cudaEventCreate(&end);
+    for (int i = 0; i < 3; ++i) ok(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+    for (int i = 0; i < reps; ++i) {
+      ok(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s), "flush");
+      cudaEventRecord(start, s);
+      ok(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+      cudaEventRecord(end, s);
+      ok(cudaEventSynchronize(end), "replay");
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, end);
+      t.push_back(ms);
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(end);
+  } else {
+    std::fprintf(stderr, "decode loop not captured: %s\n", failure.c_str());
+    cudaGetLastError();  // a failed capture leaves no error for the next row
+  }
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+  if (t.empty()) return std::nan("");
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2] / L;
+}
+
+/// The same loop with each step a device-to-device copy of one layer's state bytes (graph
+/// memcpy nodes): what moving those bytes costs per step of a loop.
+row state_copy_loop(int B, int H, int D, int reps, double bw) {
+  const std::size_t bytes = std::size_t(B) * H * D * D * sizeof(float);
+  const int L = loop_layers(bytes);
+  char *src = nullptr, *dst = nullptr;
+  ok(cudaMalloc(&src, L * bytes), "cudaMalloc");
+  ok(cudaMalloc(&dst, L * bytes), "cudaMalloc");
+  ok(cudaMemset(src, 1, L * bytes), "cudaMemset");
+  const double ms = per_step_ms(L, reps, [&](int l, cudaStream_t s) {
+    const cudaError_t e = cudaMemcpyAsync(dst + l * bytes, src + l * bytes, bytes, cudaMemcpyDeviceToDevice, s);
+    if (e != cudaSuccess) throw std::runtime_error(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(e));
+  });
+  cudaFree(src);
+  cudaFree(dst);
+  return {"state copy, loop of " + std::to_string(L) + " (graph)", B, 1, H, D, ms, 2.0 * double(bytes) / bw * 1e3};
+}
+
 /// The inputs of a per-key decay rule (VectorDecay or KDA): x's q, k, v (and beta) with the fp32
 /// per-key log gates g [B, T, H, D] in device memory.
 template <class Rule>
@@ -275,6 +366,31 @@ row decode_per_key(int B, int H, int D, int reps, double bw) {
   const double ms = median_ms([&] { la::cuda::decode_step<Rule>(in, x.out(), x.states()); }, reps);
   cudaFree(g);
   return {std::string(Rule::name) + " bf16+fp32 g decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
+}
+
+/// Decode (bf16 inputs, fp32 states in place; KDA, VectorDecay: fp32 per-key log gates, as
+/// decode_per_key) in a loop over L layers' states, per step (per_step_ms); the floor is one
+/// step's state read and written once.
+template <class Rule>
+row decode_loop(int B, int H, int D, int reps, double bw) {
+  constexpr bool per_key = !std::is_same_v<Rule, la::GatedDelta>;
+  const gated_delta_buffers x(B, 1, H, D, per_key ? 13 : 11, per_key);
+  float* g = per_key ? device_random<float>(x.tok * D, 14, fill_kind::log_gate) : nullptr;
+  const auto in = [&] {
+    if constexpr (per_key) return per_key_inputs<Rule>(x, g);
+    else return x.inputs();
+  }();
+  const index_t per = index_t(B) * H * D * D;
+  const int L = loop_layers(std::size_t(per) * sizeof(float));
+  float* states = device_random<float>(L * per, 17, fill_kind::normal);
+  const double ms = per_step_ms(L, reps, [&](int l, cudaStream_t s) {
+    la::cuda::decode_step<Rule>(in, x.out(), la::view(states + l * per, B, H, D, D), {}, s);
+  });
+  cudaFree(states);
+  cudaFree(g);
+  return {std::string(Rule::name) + (per_key ? " bf16+fp32 g" : " bf16") + " decode, loop of " + std::to_string(L) +
+              " (graph)",
+          B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
 }
 
 /// The chunkwise forward of a per-key decay rule (VectorDecay / GLA or KDA): bf16 q, k, v with
@@ -396,7 +512,8 @@ int main(int argc, char** argv) {
   const int shapes[][3] = {{1, 8192, 16}, {4, 4096, 16}, {8, 2048, 32}, {2, 16384, 16}, {16, 4096, 32}};
   if (decode_only > 0) {  // for profilers: the decode rows of B = decode_only
     for (const row& r : {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw),
-                         state_copy(decode_only, 16, 128, reps, bw)})
+                         state_copy(decode_only, 16, 128, reps, bw), decode_loop<la::GatedDelta>(decode_only, 16, 128, reps, bw),
+                         state_copy_loop(decode_only, 16, 128, reps, bw), decode_loop<la::KDA>(decode_only, 16, 128, reps, bw)})
       std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
     return 0;
   }
@@ -438,10 +555,13 @@ int main(int argc, char** argv) {
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(state_copy(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(state_copy_loop(B, 16, 128, std::max(reps, 30), bw));
+    rows.push_back(decode_loop<la::GatedDelta>(B, 16, 128, std::max(reps, 30), bw));
     rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
     rows.push_back(decode_per_key<la::KDA>(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(decode_loop<la::KDA>(B, 16, 128, std::max(reps, 30), bw));
     rows.push_back(decode_per_key<la::VectorDecay>(B, 16, 128, std::max(reps, 100), bw));
   }
 
@@ -478,12 +598,14 @@ int main(int argc, char** argv) {
       if (d.name == "GatedDelta bf16 decode, pool" && d.B == r.B)
         std::printf("%-44s %6d %10.2f\n", (r.name + " / decode").c_str(), r.B, r.ms / d.ms);
   }
-  // Decode against a copy of the same bytes, per B: how near the kernel comes to moving its state.
+  // Decode against a copy of the same bytes, per B: how near the kernel comes to moving its state
+  // (a loop's step against a loop of copies, a single call against a single copy).
   std::printf("\n%-44s %6s %10s\n", "ratio (same B)", "B", "x copy");
+  const auto in_loop = [](const std::string& name) { return name.find("(graph)") != std::string::npos; };
   for (const auto& r : rows) {
     if (r.name.find(" decode") == std::string::npos || r.name.rfind("state copy", 0) == 0) continue;
     for (const auto& d : rows)
-      if (d.name.rfind("state copy", 0) == 0 && d.B == r.B)
+      if (d.name.rfind("state copy", 0) == 0 && d.B == r.B && in_loop(d.name) == in_loop(r.name))
         std::printf("%-44s %6d %10.2f\n", (r.name + " / state copy").c_str(), r.B, r.ms / d.ms);
   }
   if (!json.empty()) {
