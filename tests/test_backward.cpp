@@ -3,8 +3,8 @@
 // differences of the float64 reference (directional derivatives along random directions, one
 // input at a time and all at once, L = <grad_out, out> + <grad_final_state, final state>), on
 // odd shapes (T not a multiple of the chunk, K != V, grouped value heads), packed batches with
-// carried states and hard cases (strong gates, gates exactly 0, beta up to 2, unnormalised
-// keys); chunkwise_backward against recurrent_backward in float and double; bad calls;
+// carried states and hard cases (strong gates, gates exactly 0, beta up to 2, beta exactly 0,
+// unnormalised keys); chunkwise_backward against recurrent_backward in float and double; bad calls;
 // independence of the thread count.
 #include "support/catch.hpp"
 #include "support/backward_harness.hpp"
@@ -78,6 +78,20 @@ TEMPLATE_TEST_CASE("backward == finite differences: strong gates, zero gates, la
       expect_finite_differences<Rule>(f, backward_problem<Rule>(rng, odd, gm, true, {}, steps::large), rng,
                                       {.chunk = 4});
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("backward == finite differences: write strengths of exactly 0", "[backward][robust]", la::Delta,
+                   la::GatedDelta, la::Longhorn, la::KDA) {
+  // A token with beta = 0 (Longhorn: delta = 0) writes nothing, but dbeta there is not 0: it is
+  // the write's first-order effect, which the backward must not lose to the zero factor.
+  using Rule = TestType;
+  for (bform f : {bform::recurrent, bform::chunkwise}) {
+    CAPTURE(name(f));
+    std::mt19937_64 rng(905);
+    auto p = backward_problem<Rule>(rng, odd, gates::strong, true, {}, steps::large);
+    for (std::size_t i = 0; i < p.beta.size(); i += 3) p.beta[i] = 0.0;
+    expect_finite_differences<Rule>(f, p, rng, {.chunk = 4});
   }
 }
 

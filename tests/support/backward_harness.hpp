@@ -194,7 +194,9 @@ inline directional check_direction(const ref::problem& p, const seeds& s, const 
     std::vector<double>&xp = plus.*in.values, &xm = minus.*in.values;
     for (std::size_t i = 0; i < x.size(); ++i) {
       double dir = normal(rng);
-      if (in.values == &ref::problem::beta) dir *= 0.1 * x[i];  // keep beta, delta positive
+      // keep beta, delta positive; where it is exactly 0 (a token that writes nothing) step
+      // both ways, so that its gradient is checked too
+      if (in.values == &ref::problem::beta) dir *= x[i] != 0.0 ? 0.1 * x[i] : 0.1;
       xp[i] = x[i] + eps * dir;
       xm[i] = x[i] - eps * dir;
       r.analytic += gx.at(i) * dir;
