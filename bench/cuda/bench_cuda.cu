@@ -77,17 +77,10 @@ T* device_random(index_t n, unsigned seed, fill_kind kind) {
 
 /// Median event time (ms) of fn over `reps` calls after 3 warm-ups; the L2 cache is flushed
 /// (a 256 MiB memset) before each timed call, outside the timed region.
-constexpr std::size_t flush_bytes = std::size_t(256) << 20;
-
-/// The buffer whose memset flushes the L2 cache before a timed call.
-void* flush_buffer() {
-  static void* flush = nullptr;
-  if (!flush) ok(cudaMalloc(&flush, flush_bytes), "cudaMalloc(flush)");
-  return flush;
-}
-
 double median_ms(const std::function<void()>& fn, int reps) {
-  void* const flush = flush_buffer();
+  static void* flush = nullptr;
+  const std::size_t flush_bytes = std::size_t(256) << 20;
+  if (!flush) ok(cudaMalloc(&flush, flush_bytes), "cudaMalloc(flush)");
   for (int i = 0; i < 3; ++i) fn();
   ok(cudaDeviceSynchronize(), "warm-up");
   cudaEvent_t a, b;
@@ -274,12 +267,11 @@ int loop_layers(std::size_t state_bytes) {
 }
 
 /// The per-step time (ms) of a decode loop as a serving engine runs it: L steps, one per layer,
-/// queued on a stream and replayed from a CUDA graph (no host launch cost inside the loop); the
-/// median of `reps` replays (L2 flushed before each) over L. `step(l, stream)` queues layer l's
-/// step and throws on failure. A loop that cannot be captured gives NaN and says why (the other
-/// rows still run).
+/// captured from a stream into a CUDA graph and replayed (no host launch cost inside the loop),
+/// timed as every row (median_ms) and divided by L. `step(l, stream)` queues layer l's step and
+/// throws on failure. A loop that cannot be captured gives NaN and says why (the other rows
+/// still run).
 double per_step_ms(int L, int reps, const std::function<void(int, cudaStream_t)>& step) {
-  void* const flush = flush_buffer();
   cudaStream_t s;
   ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   std::string failure;
@@ -297,24 +289,10 @@ double per_step_ms(int L, int reps, const std::function<void(int, cudaStream_t)>
   }
   cudaGraphExec_t exec = nullptr;
   if (failure.empty() && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) failure = "cudaGraphInstantiate failed";
-  std::vector<double> t;
+  double ms = std::nan("");
   if (failure.empty()) {
-    cudaEvent_t start, end;  // on the replay's own stream
-    cudaEventCreate(&start);
-    cudaEventCreate(&end);
-    for (int i = 0; i < 3; ++i) ok(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
-    for (int i = 0; i < reps; ++i) {
-      ok(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s), "flush");
-      cudaEventRecord(start, s);
-      ok(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
-      cudaEventRecord(end, s);
-      ok(cudaEventSynchronize(end), "replay");
-      float ms = 0;
-      cudaEventElapsedTime(&ms, start, end);
-      t.push_back(ms);
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(end);
+    // replayed on the legacy stream, where median_ms flushes and records its events
+    ms = median_ms([&] { ok(cudaGraphLaunch(exec, 0), "cudaGraphLaunch"); }, reps) / L;
   } else {
     std::fprintf(stderr, "decode loop not captured: %s\n", failure.c_str());
     cudaGetLastError();  // a failed capture leaves no error for the next row
@@ -322,9 +300,7 @@ double per_step_ms(int L, int reps, const std::function<void(int, cudaStream_t)>
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
-  if (t.empty()) return std::nan("");
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2] / L;
+  return ms;
 }
 
 /// The same loop with each step a device-to-device copy of one layer's state bytes (graph
