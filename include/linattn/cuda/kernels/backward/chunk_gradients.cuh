@@ -4,20 +4,24 @@
 /// start state H0 (pass 2) and the gradient dH of its end state (pass 3), per value head of
 /// the group (docs/backward.md#chunkwise; U = V for the additive family):
 ///
-///   X  = V - diag(Gam) K H0,  U = T X                                 (delta family)
-///   dU = diag(e) K dH + P^T dO,   dP = (dO U^T ⊙ D) causal
-///   dY = M^T dU,  dX = dV = diag(beta) dY,  dA = -stril(dY U^T)       (delta family)
-///   dbeta_r = dY_r . X_r + sum_i dA_ri G_ri,  dG = diag(beta) dA ⊙ D
+///   additive:  dU = diag(e) K dH + P^T dO = dV
+///   delta:     U = T X and dY = M^T dU as the state passes wrote them (state_passes_hand_over),
+///              dX = dV = diag(beta) dY,  dA = -stril(dY U^T),  W = dY H0^T,
+///              dbeta_r = dY_r . V_r - Gam_r K_r . W_r + sum_i dA_ri G_ri,  dG = diag(beta) dA ⊙ D
+///   dP = (dO U^T ⊙ D) causal
 ///   dQ = diag(Gam) dO H0^T + dP K
-///   dK = diag(e) U dH^T + dP^T Q  [ - diag(Gam) dX H0^T + (dG + dG^T) K ]
+///   dK = diag(e) U dH^T + dP^T Q  [ - diag(beta Gam) W + (dG + dG^T) K ]
 ///   dg_t = sum_{r>=t} (Q_r . dQx_r + K_r . dKx_r) + sum_{i<t} (K_i . dKs_i + colZ_i - rowZ_i)
 ///          + Gam_{n-1} <dH, H0>,      Z = dP ⊙ P + dA ⊙ A (strictly lower)
 ///
+/// (dY_r . X_r with X = V - diag(Gam) K H0 is dY_r . V_r - Gam_r K_r . W_r: the W the dK term
+/// needs anyway gives it, so no product forms X.) The delta rules thus take three products with
+/// a state (dO H0^T, U dH^T, dY H0^T) and no solve; the additive ones take dO H0^T, K dH, U dH^T.
 /// dq and dk of a q/k head sum over its value heads in a fixed order, so the result is the
 /// same on every run. The products are tensor-core products of fp32 tiles (gradient_products,
 /// tile_product.cuh: for bf16 inputs register mma.sync products, each operand split into two
 /// bf16 terms, three products per step; for fp16 inputs WMMA with one TF32 product per step,
-/// for fp32 three), except the five with H0 or dH, which state_products.cuh takes in three
+/// for fp32 three), except those with H0 or dH, which state_products.cuh takes in three
 /// phases (bf16 inputs: mma.sync from the state staged in shared memory as bf16; H0 stays there
 /// for its second phase, and <dH, H0> is summed as dH is staged). For bf16 inputs q, k and dO
 /// are kept as loaded in bf16 only (loaded_rows): exact, so the products read them by ldmatrix
@@ -80,10 +84,10 @@ struct chunk_gradients_storage {
   static constexpr int warps = 16, threads = 32 * warps;
   static constexpr int C = backward_chunk, pad = row_pad<gradient_products<T>>, ldk = K + pad, ldv = V + pad;
   static constexpr int ldc = chunk_corrections::ld;
-  float x[C][ldv];     // [C, V]  V, then X (delta family)
-  float u[C][ldv];     // [C, V]  U (delta family)
-  float du[C][ldv];    // [C, V]  dU
-  float dy[C][ldv];    // [C, V]  dY, then dX (delta family)
+  float x[C][ldv];     // [C, V]  V
+  float u[C][ldv];     // [C, V]  U (delta family, from pass 2)
+  float du[C][ldv];    // [C, V]  dU (additive), dX (delta family): dV
+  float dy[C][ldv];    // [C, V]  dY (delta family, from pass 3)
   float dq[C][ldk];    // [C, K]  dQ summed over the value heads
   float dk[C][ldk];    // [C, K]  dK summed over the value heads
   state_phase_storage<staging, K, V> st;  // what the products with H0 and dH need (bf16: H0 resident)
@@ -91,9 +95,10 @@ struct chunk_gradients_storage {
   float dp[C][ldc];    // [C, C]  dP ⊙ D
   float z[C][ldc];     // [C, C]  Z
   float da[C][ldc];    // [C, C]  dA, then dG
-  chunk_corrections cr;  // G, M (then dG + dG^T), T
+  chunk_corrections cr;  // G, dG + dG^T (in m)
   chunk_coefficients cf;
   float dgv[C], w[C], dbeta[C], red[warps];
+  float beta_gam[C], key_w[C];  // beta Gam; K_r . W_r (delta family)
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
   loaded_rows<T, K, V, ldk, ldv> in;  // q, k, dO: bf16 as loaded, else fp32 tiles
 };
@@ -143,6 +148,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
                 "pass 4 stages the states in the type passes 2 and 3 write");
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
+  static_assert(!delta || state_passes_hand_over<Rule>, "the delta rules' U and dY come from the state passes");
   constexpr bool resident_h0 = S::staging == state_staging::bf16_halves;  // H0 stays in shared memory
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
@@ -181,46 +187,44 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     const auto* H0 = args.state_at(args.states, ci, hv, K, V);  // [K, V]
     const auto* dH = args.state_at(args.state_grads, ci, hv, K, V);
     state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
-    pieces.issue(H0, 0);  // in flight over the scores (and M, T)
+    pieces.issue(H0, 0);  // in flight over the scores
+    if constexpr (delta) {  // U and dY as passes 2 and 3 wrote them (cp.async)
+      load_rows<C, V, S::threads>(s.u[0], ldv, tensor_view<const float, 4>(args.u_fwd), b, t0, n, hv);
+      load_rows<C, V, S::threads>(s.dy[0], ldv, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv);
+      commit_copies();
+    }
     chunk_decays(gate, s.cf);
     vr.store(s.x[0], ldv);
     if constexpr (exact_rows) dr.store_as_loaded(s.in.dout[0], s.in.ldv);
     else dr.store(s.in.dout[0], ldv);
+    if constexpr (delta) wait_copies<0>();
     __syncthreads();
     if constexpr (delta) {
       chunk_betas<K>(args, s.cf, keys.p, keys.ld, b, t0, n, hv);
       chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr, stage, qscale);
-      chunk_solve(s.cf, s.cr);
     } else {
       chunk_scores<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], stage, qscale);
       __syncthreads();
     }
-    // with H0 (which the bf16 staging keeps): X = V - diag(Gam) K H0 (delta family);
-    // dQ = diag(Gam) dO H0^T and its dg term
-    {
-      const state_rows_job x{keys.fp32_rows(), keys.ld, s.x[0], ldv, cf.gam, -1.0f, false, keys.bf16_rows(), keys.ld};
-      state_phase<S::staging, P, K, V, S::threads>(
-          s.st, pieces, state_slot::resident_staged, H0, dH, delta ? &x : nullptr,
-          {douts.fp32_rows(), ldv, s.dq[0], queries.fp32_rows(), ldk, cf.gam, 1.0f, s.dgv, false, douts.bf16_rows(),
-           douts.ld, queries.bf16_rows(), queries.ld, qscale},
-          stage);
-    }
-    if constexpr (delta) {
-      tile_product<P, row_major, row_major, C, V, C, true>(s.cr.t[0], ldc, s.x[0], ldv, stage,
-          tile_epilogue(s.u));  // U = T X
-      __syncthreads();
-    }
+    // with H0 (which the bf16 staging keeps): dQ = diag(Gam) dO H0^T and its dg term
+    state_phase<S::staging, P, K, V, S::threads>(
+        s.st, pieces, state_slot::resident_staged, H0, dH, nullptr,
+        {douts.fp32_rows(), ldv, s.dq[0], queries.fp32_rows(), ldk, cf.gam, 1.0f, s.dgv, false, douts.bf16_rows(),
+         douts.ld, queries.bf16_rows(), queries.ld, qscale},
+        stage);
     const float* u = delta ? s.u[0] : s.x[0];
-    // with dH: dU = diag(e) K dH (then + P^T dO); dK = diag(e) U dH^T (the state write) and its
-    // dg term; with the bf16 staging, each warp's part of <dH, H0> (gated rules) as dH is staged
+    // with dH: dU = diag(e) K dH (additive; then + P^T dO); dK = diag(e) U dH^T (the state
+    // write) and its dg term; with the bf16 staging, each warp's part of <dH, H0> (gated rules)
+    // as dH is staged
     {
       const state_rows_job du{keys.fp32_rows(), keys.ld, s.du[0], ldv, cf.e, 1.0f, true, keys.bf16_rows(), keys.ld};
       state_phase<S::staging, P, K, V, S::threads>(
-          s.st, pieces, state_slot::streamed, dH, nullptr, &du,
+          s.st, pieces, state_slot::streamed, dH, nullptr, delta ? nullptr : &du,
           {u, ldv, s.dk[0], keys.fp32_rows(), ldk, cf.e, 1.0f, s.w, false, nullptr, 0, keys.bf16_rows(), keys.ld},
           stage, gated && resident_h0 ? s.red : nullptr);
     }
-    // dU += P^T dO; dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal
+    // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal (additive: and
+    // dU += P^T dO)
     const auto dp_epilogue = [&]<int W>(int r, int j, const float (&x)[W]) {
 #pragma unroll
       for (int e = 0; e < W; ++e) {
@@ -230,51 +234,55 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       }
     };
     if constexpr (is_mma_16bit<P>) {
-      // side by side, about equal work: P^T dO (16 units of 2 k-steps) on the upper half of the
-      // warps, dO U^T (8 units of V / 16 k-steps) on the lower half
       using E = typename P::type;
-      constexpr int half = S::warps / 2;
-      warp_gemm<E, P::terms, col_major, row_major, C, V, C, false, exact_operands::b>(
-          s.p[0], ldc, douts.p, douts.ld, tile_epilogue<tile_update::add>(s.du), half, half);
-      warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
-                                                                                          dp_epilogue, 0, half);
+      if constexpr (delta) {
+        warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
+                                                                                            dp_epilogue, 0, S::warps);
+      } else {
+        // side by side, about equal work: P^T dO (16 units of 2 k-steps) on the upper half of
+        // the warps, dO U^T (8 units of V / 16 k-steps) on the lower half
+        constexpr int half = S::warps / 2;
+        warp_gemm<E, P::terms, col_major, row_major, C, V, C, false, exact_operands::b>(
+            s.p[0], ldc, douts.p, douts.ld, tile_epilogue<tile_update::add>(s.du), half, half);
+        warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
+                                                                                            dp_epilogue, 0, half);
+      }
     } else {
-      tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, douts.p, douts.ld, stage,
-          tile_epilogue<tile_update::add>(s.du));
+      if constexpr (!delta)
+        tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, douts.p, douts.ld, stage,
+            tile_epilogue<tile_update::add>(s.du));
       tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv, stage,
                                                                                   dp_epilogue);
     }
     __syncthreads();
     if constexpr (delta) {
-      tile_product<P, col_major, row_major, C, V, C>(s.cr.m[0], ldc, s.du[0], ldv, stage,
-          tile_epilogue(s.dy));  // dY = M^T dU
-      __syncthreads();
       tile_product_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
           tile_epilogue<tile_update::negated_strictly_lower>(s.da));  // dA = -stril(dY U^T)
       __syncthreads();
-      // dbeta_r = dY_r . X_r + sum_i dA_ri G_ri;  Z += dA ⊙ A;  dA becomes dG = diag(beta) dA ⊙ D
+      // dbeta_r = dY_r . V_r + sum_i dA_ri G_ri (- Gam_r K_r . W_r after the last phase);
+      // Z += dA ⊙ A; dA becomes dG = diag(beta) dA ⊙ D; dX = diag(beta) dY
       for (int r = warp; r < C; r += int(blockDim.x) / 32) {
+        const float br = cf.beta[r];
         float acc = 0.0f;
-        for (int i = lane; i < V; i += 32) acc += s.dy[r][i] * s.x[r][i];
-        const float a = s.da[r][lane], g = s.cr.g[r][lane], br = cf.beta[r];
+        for (int i = lane; i < V; i += 32) {
+          const float y = s.dy[r][i];
+          acc += y * s.x[r][i];
+          s.du[r][i] = br * y;
+        }
+        const float a = s.da[r][lane], g = s.cr.g[r][lane];
         acc += a * g;
         if constexpr (gated) s.z[r][lane] += br * a * g;
         s.da[r][lane] = br * a * (gated && lane < r ? decay_between(cf, r, lane) : 1.0f);
         acc = warp_sum(acc);
-        if (lane == 0) s.dbeta[r] = acc;
+        if (lane == 0) s.dbeta[r] = acc, s.beta_gam[r] = br * cf.gam[r];
       }
       __syncthreads();
       for (int e = tid; e < C * C; e += int(blockDim.x)) {
         const int r = e / C, i = e % C;
-        s.cr.m[r][i] = s.da[r][i] + s.da[i][r];  // dG + dG^T (M is done)
+        s.cr.m[r][i] = s.da[r][i] + s.da[i][r];  // dG + dG^T
       }
-      for (int e = tid; e < C * V; e += int(blockDim.x)) {
-        const int r = e / V, i = e % V;
-        s.dy[r][i] *= cf.beta[r];  // dX = diag(beta) dY
-      }
-      __syncthreads();
     }
-    store_tile<V>(args.grads.dv, delta ? s.dy[0] : s.du[0], ldv, b, t0, n, hv);
+    store_tile<V>(args.grads.dv, s.du[0], ldv, b, t0, n, hv);
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
     // dQ += dP K, dK += dP^T Q
     tile_product<P, row_major, row_major, C, K, C, true, exact_operands::b>(s.dp[0], ldc, keys.p, keys.ld, stage,
@@ -283,22 +291,24 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         tile_epilogue<tile_update::add>(s.dk, qscale));
     __syncthreads();
     if constexpr (delta) {
-      // with H0 again (resident with the bf16 staging): dK -= diag(Gam) dX H0^T (with its dg
-      // term); then (dG + dG^T) K and beta's dependence on ||k||^2
+      // with H0 again (resident with the bf16 staging): W = dY H0^T, dK -= diag(beta Gam) W with
+      // its dg term, K_r . W_r for dbeta; then (dG + dG^T) K and beta's dependence on ||k||^2
       state_phase<S::staging, P, K, V, S::threads>(
           s.st, pieces, state_slot::resident, H0, nullptr, nullptr,
-          {s.dy[0], ldv, s.dk[0], keys.fp32_rows(), ldk, cf.gam, -1.0f, s.dgv, true, nullptr, 0, keys.bf16_rows(), keys.ld},
+          {s.dy[0], ldv, s.dk[0], keys.fp32_rows(), ldk, s.beta_gam, -1.0f, s.dgv, true, nullptr, 0, keys.bf16_rows(),
+           keys.ld, 1.0f, s.key_w},
           stage);
       tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, keys.p, keys.ld, stage,
           tile_epilogue<tile_update::add>(s.dk));
       __syncthreads();
       const auto& dbeta_out = args.dbeta;
       for (int r = warp; r < n; r += int(blockDim.x) / 32) {
+        const float db = s.dbeta[r] - cf.gam[r] * s.key_w[r];
         const beta_partials<float> bp = Rule::beta_derivatives(args.in, b, t0 + r, hv, cf.sq[r]);
-        const float f = 2.0f * s.dbeta[r] * bp.d_key_sqnorm;
+        const float f = 2.0f * db * bp.d_key_sqnorm;
         if (f != 0.0f)
           for (int i = lane; i < K; i += 32) s.dk[r][i] += f * to_float(keys.p[r * keys.ld + i]);
-        if (lane == 0 && dbeta_out.data()) store_value(dbeta_out, s.dbeta[r] * bp.d_input, b, t0 + r, hv);
+        if (lane == 0 && dbeta_out.data()) store_value(dbeta_out, db * bp.d_input, b, t0 + r, hv);
       }
       __syncthreads();
     }

@@ -5,21 +5,23 @@
 /// of the state, in fp32:
 ///
 ///   forward:   W = T diag(Gam) K,  U = T V       (U~ = U - W H, the corrected values)   [C, K], [C, V]
-///   backward:  Wb = T^T diag(e) K,  dXl = T^T P^T dO  (dX = Wb dH + dXl)                [C, K], [C, V]
+///   backward:  Wb = M^T diag(e) K,  dYl = M^T P^T dO  (dY = Wb dH + dYl, dX = diag(beta) dY)
 ///
-/// with T = (I + diag(beta) stril(K K^T ⊙ D))^{-1} diag(beta) and P = scale Q K^T ⊙ D (causal).
-/// The diagonal factors and P go into [C, C] left operands (T diag(Gam), (diag(e) T)^T,
-/// (P T)^T) rather than into [C, K] and [C, V] copies of the rows, which keeps the block's
-/// shared memory small enough for two blocks per multiprocessor.
+/// with M = (I + diag(beta) stril(K K^T ⊙ D))^{-1}, T = M diag(beta) and P = scale Q K^T ⊙ D
+/// (causal); and the betas, which pass 3 needs for dX (state_passes_hand_over: pass 3 writes dY
+/// for pass 4, which cannot recover it from dX where beta is 0). The diagonal factors and P go
+/// into [C, C] left operands (T diag(Gam), (diag(e) M)^T, (P M)^T) rather than into [C, K] and
+/// [C, V] copies of the rows, which keeps the block's shared memory small enough for two
+/// blocks per multiprocessor.
 ///
 /// Per-key decays (KDA) cannot fold them into [C, C] operands: there the products take the
-/// rows K ⊙ Gam and K ⊙ E (key_decays.cuh), W = T (K ⊙ Gam), Wb = T^T (K ⊙ E), with the
-/// per-key P and G.
+/// rows K ⊙ Gam and K ⊙ E (key_decays.cuh), W = T (K ⊙ Gam), Wb = T^T (K ⊙ E), dXl =
+/// T^T P^T dO (pass 3 forms dX itself), with the per-key P and G.
 ///
 /// The products take pass 4's precision (gradient_products: for bf16 inputs register mma.sync
 /// products of split bf16 terms, skipping the lo terms of the rows as loaded, which are exact;
 /// with scalar gates those rows stay bf16 in shared memory and are read by ldmatrix),
-/// so both passes form T alike.
+/// so both passes form the scores and the Gram matrix alike.
 #pragma once
 
 #include "../../tile/tile_product.cuh"
@@ -46,7 +48,7 @@ struct chunk_wy_storage {
   row_t dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P
   float pt[C][ldc];        // [C, C]  P T
-  chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) T), T
+  chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) M), T
   chunk_coefficients cf;
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
   float b[CK][ldk];        // [C, K]  per-key decays: the chunk-local cumsum of the log gates
@@ -74,21 +76,23 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   chunk_scores_gram<P, K>(s.queries[0], S::ldk, s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage,
                           S::exact_rows ? args.scale : 1.0f);
   chunk_solve(s.cf, s.cr);
-  float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G and M are done)
-  float* const e_t = s.cr.m[0];    // diag(e) T
+  if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];  // for pass 3
+  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.m[0], S::ldc, stage, tile_epilogue(s.pt));  // P M
+  __syncthreads();
+  float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G is done)
+  float* const e_m = s.cr.m[0];    // diag(e) M     (in place: P M is done)
   for (int x = int(threadIdx.x); x < C * C; x += int(blockDim.x)) {
     const int r = x / C, i = x % C;
     t_gam[r * S::ldc + i] = s.cr.t[r][i] * s.cf.gam[i];
-    e_t[r * S::ldc + i] = s.cr.t[r][i] * s.cf.e[r];
+    e_m[r * S::ldc + i] = s.cr.m[r][i] * s.cf.e[r];
   }
-  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
   __syncthreads();
   const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded (fp32 tiles)
   tile_product<P, row_major, row_major, C, K, C, true, rows>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
                                                              rows_out(args.u_fwd));
-  tile_product<P, col_major, row_major, C, K, C, false, rows>(e_t, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
+  tile_product<P, col_major, row_major, C, K, C, false, rows>(e_m, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
   tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
                                                               rows_out(args.dx_loc));
 }

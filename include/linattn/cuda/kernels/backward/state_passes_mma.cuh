@@ -19,9 +19,14 @@
 ///                            dXt = dXl^T + dHt Wb^T                  [16, C]  (delta family)
 ///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dXt diag(Gam) K
 ///
+/// With scalar or no gates the delta rules hand their corrected values and value gradients to
+/// pass 4 (state_passes_hand_over): pass 2 writes U~ over pass 1's T V, and pass 3, whose
+/// pass-1 rows are then Wb = M^T diag(e) K and dYl = M^T P^T dO, forms dYt = dYl^T + dHt Wb^T,
+/// writes it over dYl and takes dXt = dYt diag(beta) (beta from pass 1) in the update.
+///
 /// The diagonal factors scale the A operands (a lane's tokens), so every row tile is copied
 /// as it is: q, k, v, dO and pass 1's rows W, Wb as bf16 (ldmatrix or 4-byte fragment loads),
-/// U and dXl as fp32 (each added to a product in fp32). Every product operand is then rounded
+/// U and dXl (dYl) as fp32 (each added to a product in fp32). Every product operand is then rounded
 /// to bf16 once, as in the forward's 16-bit state pass; the sums stay fp32. The states go to
 /// the workspace as workspace_state_t: bf16, the rounding pass 4's products give them anyway.
 ///
@@ -80,7 +85,7 @@ struct alignas(16) state_rows_reverse {
   T keys[DC][ldk];                  // [C, K]   k (delta family; per-key decays: -K ⊙ Gam)
   T wb[DC][ldk];                    // [C, K]   Wb
   T dout[C][ldo];                   // [C, BV]  dO
-  float dxl[DC][ldx];               // [C, BV]  dXl
+  float dxl[DC][ldx];               // [C, BV]  dXl (handed over: dYl)
   float decay[PerKey ? K : 1];      // [K]      Gam_{n-1} (per-key decays)
 };
 
@@ -127,6 +132,16 @@ __device__ inline void sum_partials(float (&x)[backward_chunk / 8][4], float4 (*
   __syncthreads();
 #pragma unroll
   for (int nt = 0; nt < CT; ++nt) sum_partial_tiles<Split>(x[nt], &partials[group * Split][nt][lane], CT * 32);
+}
+
+/// Rows t0 .. t0 + n - 1 of `to` ([B, T, HV, V] fp32), value columns vw .. vw + 15, from a
+/// group's transposed tile xt [16, C] (value column j, token i at for_tile_elements' place).
+/// One warp of the group calls it (after sum_partials they all hold the same bits).
+__device__ inline void store_token_columns(const tensor_view<float, 4>& to, const float (&xt)[backward_chunk / 8][4],
+                                           index_t b, int t0, int n, index_t hv, index_t vw, int lane) {
+  for_tile_elements<backward_chunk>(lane, [&](int nt, int e, int i, int j) {
+    if (i < n) to(b, t0 + i, hv, vw + j) = xt[nt][e];
+  });
 }
 
 /// x[r] for the lane's tokens 16 q + 2t, +1, +8, +9 (x[r] held by lane r): the factors of an
@@ -180,6 +195,7 @@ __device__ inline void decay_state(float (&h)[KP / 8][4], const float* decay, fl
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
+  constexpr bool hand_over = state_passes_hand_over<Rule>;  // U~ to u_fwd, over T V
   using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
   using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::forward_rows;
@@ -231,6 +247,11 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         x[nt][e] = to_float(buf.values[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]) - x[nt][e];
+    if constexpr (hand_over)  // the chunk's rows of T V are in shared memory: overwritten in place
+      if (warp % Split == 0) {
+        const int t0 = seq.start + c * C;
+        store_token_columns(args.u_fwd, x, b, t0, min(C, end - t0), hv, vw, lane);
+      }
     decay_state<per_key, KP>(ht, buf.decay + k0, last, lane);
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
@@ -248,6 +269,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
+  constexpr bool hand_over = state_passes_hand_over<Rule>;  // dY to dx_loc, over dYl; dX = diag(beta) dY
   using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
   using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::reverse_rows;
@@ -265,8 +287,10 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   const auto queries = workspace_or_input<per_key>(args.queries_start, args.in.q);
   const auto keys = workspace_or_input<per_key>(args.keys_start, args.in.k);
   const index_t key_head = per_key ? hv : h;
+  float beta_next = 0.0f;  // beta of the lane's token (hand_over)
   const auto issue = [&](R& buf, int c) {
     const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
+    if constexpr (hand_over) beta_next = lane_beta(args, b, t0, n, hv);
     load_rows<C, K, Th>(buf.queries[0], R::ldk, queries, b, t0, n, key_head);
     load_rows<C, BV, Th>(buf.dout[0], R::ldo, args.dout, b, t0, n, hv, v0);
     if constexpr (delta) {
@@ -286,7 +310,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     const int c = chunks - 1 - step;
     wait_copies<0>();
     __syncthreads();  // chunk c's rows are in; every warp is done with the previous buffer
-    const float gate = gate_next;
+    const float gate = gate_next, beta = beta_next;
     if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
     const R& buf = storage.reverse[step % 2];
     state_type* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
@@ -294,7 +318,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     float last = 0.0f, gam = 1.0f;  // Gam of the lane's token (scalar gates)
     if constexpr (!per_key) gam = expf(gate_cumsum(gate, lane, last));
 
-    float x[CT][4] = {};  // dXt [16, C]
+    float x[CT][4] = {};  // dXt [16, C] (hand_over: dYt)
     if constexpr (delta) {
       state_times_rows<T, KP>(x, dh, buf.wb[0] + k0, R::ldk, lane);
       if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, warp, group, lane);
@@ -302,6 +326,11 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
       for (int nt = 0; nt < CT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
+      if constexpr (hand_over)  // the chunk's rows of dYl are in shared memory: overwritten in place
+        if (warp % Split == 0) {
+          const int t0 = seq.start + c * C;
+          store_token_columns(args.dx_loc, x, b, t0, min(C, seq.start + seq.length - t0), hv, vw, lane);
+        }
     }
     decay_state<per_key, KP>(dh, buf.decay + k0, last, lane);
 #pragma unroll
@@ -314,6 +343,11 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
       add_times_rows<T, KP>(dh, a, buf.queries[0] + k0, R::ldk, q, kl);
       if constexpr (delta) {  // -dXt diag(Gam) (per-key decays: dXt, the B rows carry -Gam)
         if constexpr (!per_key) f[0] = -f[0], f[1] = -f[1], f[2] = -f[2], f[3] = -f[3];
+        if constexpr (hand_over) {  // -dYt diag(beta Gam)
+          float fb[4];
+          token_factors(fb, beta, q, t);
+          f[0] *= fb[0], f[1] *= fb[1], f[2] *= fb[2], f[3] *= fb[3];
+        }
         pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
         add_times_rows<T, KP>(dh, a, buf.keys[0] + k0, R::ldk, q, kl);
       }

@@ -5,8 +5,9 @@
 /// that share one state:
 ///
 ///   rows job     out[C, V]  (=|+=)  sign diag(f) A S       A [C, K]  (K H0, K dH)
-///   columns job  acc[C, K]  +=      sign diag(f) B S^T     B [C, V]  (dO H0^T, U dH^T, dX H0^T)
+///   columns job  acc[C, K]  +=      sign diag(f) B S^T     B [C, V]  (dO H0^T, U dH^T, dY H0^T)
 ///                dots[r]    (=|+=)  <rows_r, that term_r>  (the gate gradient's row sums)
+///                raw[r]     =       <rows_r, (B S^T)_r>    (optional: beta's gradient)
 ///
 /// Two ways to take them, picked by the input type:
 ///  - `state_staging::global` (fp32 and fp16 inputs): WMMA block products (block_gemm.cuh) that
@@ -56,7 +57,8 @@ struct state_rows_job {
   int lda16 = 0;
 };
 
-/// acc[r][c] += y[r][c] = sign f[r] (B S^T)[r][c] and dots[r] (= or +=) sum_c rows[r][c] y[r][c];
+/// acc[r][c] += y[r][c] = sign f[r] (B S^T)[r][c] and dots[r] (= or +=) sign f[r] raw[r] with
+/// raw[r] = sum_c rows[r][c] (B S^T)[r][c], which also goes to raw_dots[r] when that is given;
 /// B [C, V] (stride ldb), acc and rows [C, K] (stride ldk). `b16`: B as exact bf16 (row stride
 /// ldb16), as a16 of state_rows_job; or null. `rows16`: the rows as bf16 (row stride ldr16),
 /// read as rows_scale times their values (the same floats as an fp32 tile of them), in place
@@ -76,6 +78,7 @@ struct state_columns_job {
   const __nv_bfloat16* rows16 = nullptr;
   int ldr16 = 0;
   float rows_scale = 1.0f;
+  float* raw_dots = nullptr;  // [C]  or null
 };
 
 /// Where a phase finds its state S in shared memory (bf16 staging; the global staging reads
@@ -185,20 +188,25 @@ __device__ float state_dot_part(const E* a, const E* b) {
   return part;
 }
 
-/// dots[r] (= or +=) <rows_r, tmp_r> and acc_r += tmp_r, one warp per row; the caller synchronises.
+/// The columns job's sums from its product tmp = B S^T ([C, D], stride ldt): acc_r += sign
+/// f_r tmp_r, raw = <rows_r, tmp_r>, dots[r] (= or +=) sign f_r raw (and raw_dots[r] = raw),
+/// one warp per row; the caller synchronises.
 template <int D>
-__device__ void row_dots_accumulate(const float* rows, const float* tmp, float* acc, int ld, int ldt, float* dots,
-                                    bool add_dots) {
+__device__ void row_dots_accumulate(const state_columns_job& j, const float* tmp, int ldt) {
   const int lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
   for (int r = int(threadIdx.x) / 32; r < backward_chunk; r += warps) {
+    const float f = j.sign * j.f[r];
     float s = 0.0f;
     for (int i = lane; i < D; i += 32) {
       const float y = tmp[r * ldt + i];
-      s += rows[r * ld + i] * y;
-      acc[r * ld + i] += y;
+      s += j.rows[r * j.ldk + i] * y;
+      j.acc[r * j.ldk + i] += f * y;
     }
     s = warp_sum(s);
-    if (lane == 0) dots[r] = add_dots ? dots[r] + s : s;
+    if (lane == 0) {
+      j.dots[r] = j.add_dots ? j.dots[r] + f * s : f * s;
+      if (j.raw_dots) j.raw_dots[r] = s;
+    }
   }
 }
 
@@ -231,10 +239,10 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
     }
     block_gemm<P, row_major, col_major, C, K, V>(cols.b, cols.ldb, S, V, stage, [&](int r, int c, const float (&x)[8]) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) st.tmp[r][c + e] = cols.sign * cols.f[r] * x[e];
+      for (int e = 0; e < 8; ++e) st.tmp[r][c + e] = x[e];
     });
     __syncthreads();
-    row_dots_accumulate<K>(cols.rows, st.tmp[0], cols.acc, cols.ldk, ldt, cols.dots, cols.add_dots);
+    row_dots_accumulate<K>(cols, st.tmp[0], ldt);
     __syncthreads();
   } else {
     using T = __nv_bfloat16;
@@ -324,7 +332,7 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
           } else {
             x = *reinterpret_cast<const float2*>(cols.rows + r * cols.ldk + c);
           }
-          part[i] = x.x * y0 + x.y * y1;
+          part[i] = x.x * acc[2 * i] + x.y * acc[2 * i + 1];  // <rows, B S^T>: the factor after the sum
 #pragma unroll
           for (int o = 1; o < 4; o <<= 1) part[i] += __shfl_xor_sync(0xffffffffu, part[i], o);
         }
@@ -352,7 +360,9 @@ __device__ void state_phase(state_phase_storage<How, K, V>& st, state_pieces<How
       float d = 0.0f;
 #pragma unroll
       for (int i = 0; i < K / 8; ++i) d += st.dot_parts[tid][i];
-      cols.dots[tid] = cols.add_dots ? cols.dots[tid] + d : d;
+      const float fd = cols.sign * cols.f[tid] * d;
+      cols.dots[tid] = cols.add_dots ? cols.dots[tid] + fd : fd;
+      if (cols.raw_dots) cols.raw_dots[tid] = d;
     }
     __syncthreads();
   }
