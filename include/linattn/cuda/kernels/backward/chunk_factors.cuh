@@ -353,10 +353,12 @@ __device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_correctio
     float col[C];
 #pragma unroll
     for (int r = 0; r < C; ++r) {
-      float v = r == c ? 1.0f : 0.0f;
+      // sum_j G_rj col_j in four interleaved partial sums (four independent chains of
+      // dependent FMAs instead of one), added in a fixed tree
+      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-      for (int j = 0; j < r; ++j) v -= cf.beta[r] * g[r * ld + j] * col[j];
-      col[r] = v;
+      for (int j = 0; j < r; ++j) part[j % 4] += g[r * ld + j] * col[j];
+      col[r] = (r == c ? 1.0f : 0.0f) - cf.beta[r] * ((part[0] + part[1]) + (part[2] + part[3]));
     }
 #pragma unroll
     for (int r = 0; r < C; ++r) {
