@@ -233,32 +233,34 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         s.dp[r][i] = i < r ? x[e] * decay_between(cf, r, i) : i == r ? x[e] : 0.0f;
       }
     };
+    const auto da_epilogue = tile_epilogue<tile_update::negated_strictly_lower>(s.da);  // dA = -stril(dY U^T)
     if constexpr (is_mma_16bit<P>) {
+      // side by side on the two halves of the warps: dO U^T (8 units of V / 16 k-steps) on the
+      // lower half; on the upper half dY U^T (delta family: the same shape) or P^T dO (additive:
+      // 16 units of 2 k-steps, about as much work)
       using E = typename P::type;
-      if constexpr (delta) {
-        warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
-                                                                                            dp_epilogue, 0, S::warps);
-      } else {
-        // side by side, about equal work: P^T dO (16 units of 2 k-steps) on the upper half of
-        // the warps, dO U^T (8 units of V / 16 k-steps) on the lower half
-        constexpr int half = S::warps / 2;
+      constexpr int half = S::warps / 2;
+      warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
+                                                                                          dp_epilogue, 0, half);
+      if constexpr (delta)
+        warp_gemm<E, P::terms, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, da_epilogue, half, half);
+      else
         warp_gemm<E, P::terms, col_major, row_major, C, V, C, false, exact_operands::b>(
             s.p[0], ldc, douts.p, douts.ld, tile_epilogue<tile_update::add>(s.du), half, half);
-        warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
-                                                                                            dp_epilogue, 0, half);
-      }
+      __syncthreads();
     } else {
       if constexpr (!delta)
         tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, douts.p, douts.ld, stage,
             tile_epilogue<tile_update::add>(s.du));
       tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv, stage,
                                                                                   dp_epilogue);
-    }
-    __syncthreads();
-    if constexpr (delta) {
-      tile_product_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
-          tile_epilogue<tile_update::negated_strictly_lower>(s.da));  // dA = -stril(dY U^T)
       __syncthreads();
+      if constexpr (delta) {
+        tile_product_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, da_epilogue);
+        __syncthreads();
+      }
+    }
+    if constexpr (delta) {
       // dbeta_r = dY_r . V_r + sum_i dA_ri G_ri (- Gam_r K_r . W_r after the last phase);
       // Z += dA ⊙ A; dA becomes dG = diag(beta) dA ⊙ D; dX = diag(beta) dY
       for (int r = warp; r < C; r += int(blockDim.x) / 32) {

@@ -26,8 +26,8 @@ struct chunk_state_grads_storage {
   static constexpr int warps = 8, threads = 32 * warps, BV = BV_;
   static constexpr int C = backward_chunk, ldk = K + 4, ldb = BV + 4;
   float dh[K][ldb];        // [K, BV]   dH
-  float left[2 * C][ldk];  // [2C, K]   [diag(Gam) Q; -diag(Gam) K]
-  float right[2 * C][ldb]; // [2C, BV]  [dO; dX]
+  float left[2 * C][ldk];  // [2C, K]   [diag(Gam) Q; -diag(Gam) K]  (hand-over: -diag(beta Gam) K)
+  float right[2 * C][ldb]; // [2C, BV]  [dO; dX]                    (hand-over: dY)
   float wb[C][ldk];        // [C, K]    Wb (delta family)
   chunk_coefficients cf;
   float stage[warps][stage_floats];

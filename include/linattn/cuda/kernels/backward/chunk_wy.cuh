@@ -47,7 +47,7 @@ struct chunk_wy_storage {
   row_t values[C][ldv];    // [C, V]
   row_t dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P
-  float pt[C][ldc];        // [C, C]  P T
+  float pt[C][ldc];        // [C, C]  P T (scalar gates: P M)
   chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) M), T
   chunk_coefficients cf;
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
@@ -76,7 +76,8 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   chunk_scores_gram<P, K>(s.queries[0], S::ldk, s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage,
                           S::exact_rows ? args.scale : 1.0f);
   chunk_solve(s.cf, s.cr);
-  if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];  // for pass 3
+  if constexpr (state_passes_hand_over<Rule>)  // for pass 3
+    if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];
   tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.m[0], S::ldc, stage, tile_epilogue(s.pt));  // P M
   __syncthreads();
   float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G is done)
