@@ -8,8 +8,8 @@
 /// the chunk-end state, 2 K V elements of `State` per backward_chunk tokens and value head:
 /// workspace_state_t, bf16 for bf16 inputs with scalar or no gates, else fp32), and for the
 /// delta family four rows per token and value head (W, Wb: 2 K of `Row`, workspace_row_t,
-/// bf16 for bf16 inputs, else fp32; U, dXl: 2 V floats; with scalar or no gates also beta, one
-/// float); per-key decays add two more (the dq
+/// bf16 for bf16 inputs, else fp32; U, dYl: 2 V floats; beta: one float); per-key decays add
+/// two more (the dq
 /// and dk of each value head, 2 K floats, which first hold the state passes' decayed key and
 /// query rows as `Row`), a third for the delta family (-K ⊙ Gam, K of `Row`), and K floats
 /// per chunk and value head (the chunk's end decay).
@@ -48,7 +48,7 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     workspace_span<State> states, state_grads;   // [chunks, HV, K, V] each
     workspace_span<Row> w_fwd, w_bwd;            // [B, T, HV, K]  (delta family)
     workspace_span<float> u_fwd, dx_loc;         // [B, T, HV, V]  (delta family)
-    workspace_span<float> betas;                 // [B, T, HV]     (state_passes_hand_over)
+    workspace_span<float> betas;                 // [B, T, HV]     (delta family)
     workspace_span<float> dq_parts, dk_parts;    // [B, T, HV, K]  (per-key decays; first keys_end, queries_start)
     workspace_span<Row> keys_start;              // [B, T, HV, K]  (per-key delta family)
     workspace_span<float> chunk_decay;           // [chunks, HV, K]  (per-key decays)
@@ -83,7 +83,7 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     workspace.w_bwd = ws.take<Row>(tokens * std::size_t(p.K));
     workspace.u_fwd = ws.take<float>(tokens * std::size_t(p.V));
     workspace.dx_loc = ws.take<float>(tokens * std::size_t(p.V));
-    workspace.betas = ws.take<float>(per_key ? 0 : tokens);
+    workspace.betas = ws.take<float>(tokens);
     const std::size_t parts = per_key ? std::size_t(p.B * p.T * p.HV * p.K) : 0;
     workspace.dq_parts = ws.take<float>(parts);
     workspace.dk_parts = ws.take<float>(parts);

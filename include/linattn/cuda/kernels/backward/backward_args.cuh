@@ -41,15 +41,6 @@ template <class Rule, class T>
 using workspace_state_t =
     std::conditional_t<register_state_passes<Rule, T> && Rule::decay != decay_kind::vector, __nv_bfloat16, float>;
 
-/// Whether the state passes hand pass 4 the chunk products it would otherwise recompute from a
-/// state (the delta rules with scalar or no gates): pass 2 writes the corrected values
-/// U = T X = U~ over pass 1's T V (u_fwd), pass 3 writes dY = M^T dU over pass 1's M^T P^T dO
-/// (dx_loc), taking dX = diag(beta) dY with the betas pass 1 wrote. Pass 4 then needs neither
-/// K H0 nor K dH nor the chunk's solve (docs/backward.md#cuda). Per-key decays keep the
-/// rows of pass 1 as they are (Wb = T^T (K ⊙ E), dXl) and their pass 4 forms U and dY itself.
-template <class Rule>
-inline constexpr bool state_passes_hand_over = corrects<Rule> && Rule::decay != decay_kind::vector;
-
 template <class Rule, class T>
 struct backward_args : call_args<Rule, T> {
   using grads_t = gradients_t<Rule, T>;
@@ -68,11 +59,10 @@ struct backward_args : call_args<Rule, T> {
   state_type* states = nullptr;          // [chunks, HV, K, V]  the state at the start of every chunk (H = S^T)
   state_type* state_grads = nullptr;     // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
   tensor_view<row_type, 4> w_fwd;        // [B, T, HV, K]  T diag(Gam) K     (delta family)
-  tensor_view<float, 4> u_fwd;           // [B, T, HV, V]  T V (U~ = U - W H; handed over: U~ after pass 2)
-  tensor_view<row_type, 4> w_bwd;        // [B, T, HV, K]  T^T diag(e) K     (handed over: M^T diag(e) K)
-  tensor_view<float, 4> dx_loc;          // [B, T, HV, V]  T^T P^T dO        (dX = Wb dH + dXl; handed over:
-                                         //                M^T P^T dO, then dY = Wb dH + dYl after pass 3)
-  tensor_view<float, 3> betas;           // [B, T, HV]     beta of every token (handed over: pass 1 for pass 3)
+  tensor_view<float, 4> u_fwd;           // [B, T, HV, V]  T V; after pass 2 U~ = T V - W H (the chunks' U)
+  tensor_view<row_type, 4> w_bwd;        // [B, T, HV, K]  M^T diag(e) K     (per-key decays: M^T (K ⊙ E))
+  tensor_view<float, 4> dx_loc;          // [B, T, HV, V]  M^T P^T dO; after pass 3 dY = Wb dH + dYl
+  tensor_view<float, 3> betas;           // [B, T, HV]     beta of every token (delta family: pass 1 for pass 3)
   tensor_view<float, 4> dq_parts, dk_parts;  // [B, T, HV, K]  dQ, dK of each value head (per-key decays)
   // per-key decays, from chunk_decayed_rows for the state passes (keys_end and queries_start
   // share the memory of dq_parts and dk_parts, which pass 4 writes after the state passes)

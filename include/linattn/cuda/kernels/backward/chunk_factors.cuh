@@ -242,7 +242,7 @@ __device__ float lane_gate(const backward_args<Rule, T>& args, index_t b, index_
   return r < n ? log_gate<Rule, T>(args.in, b, t0 + r, hv) : 0.0f;
 }
 
-/// Lane r's beta as pass 1 wrote it (state_passes_hand_over), 0 past the chunk's n tokens.
+/// Lane r's beta as pass 1 wrote it (delta family), 0 past the chunk's n tokens.
 template <class Rule, class T>
 __device__ float lane_beta(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
   const int r = int(threadIdx.x) % 32;

@@ -5,7 +5,7 @@
 /// the group (docs/backward.md#chunkwise; U = V for the additive family):
 ///
 ///   additive:  dU = diag(e) K dH + P^T dO = dV
-///   delta:     U = T X and dY = M^T dU as the state passes wrote them (state_passes_hand_over),
+///   delta:     U = T X and dY = M^T dU as the state passes wrote them,
 ///              dX = dV = diag(beta) dY,  dA = -stril(dY U^T),  W = dY H0^T,
 ///              dbeta_r = dY_r . V_r - Gam_r K_r . W_r + sum_i dA_ri G_ri,  dG = diag(beta) dA ⊙ D
 ///   dP = (dO U^T ⊙ D) causal
@@ -148,7 +148,6 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
                 "pass 4 stages the states in the type passes 2 and 3 write");
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
-  static_assert(!delta || state_passes_hand_over<Rule>, "the delta rules' U and dY come from the state passes");
   constexpr bool resident_h0 = S::staging == state_staging::bf16_halves;  // H0 stays in shared memory
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);

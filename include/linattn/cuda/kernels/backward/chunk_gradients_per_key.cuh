@@ -5,12 +5,12 @@
 /// Gam = exp(b), E = exp(b_{n-1} - b), D_rcd = exp(b_rd - b_cd), H0 the chunk's start state
 /// (pass 2) and dH the gradient of its end state (pass 3):
 ///
-///   X  = V - (K ⊙ Gam) H0,  U = T X                                  (delta family; else U = V)
-///   dU = (K ⊙ E) dH + P^T dO,  dP = dO U^T (causal)
-///   dY = M^T dU,  dX = dV = diag(beta) dY,  dA = -stril(dY U^T),  dG = diag(beta) dA   (delta)
-///   dbeta_r = dY_r . X_r + Σ_c dA_rc G_rc
+///   U = T X, dY = M^T dU as the state passes wrote them (delta family; else U = V and
+///   dU = (K ⊙ E) dH + P^T dO = dV),  dP = dO U^T (causal)
+///   dX = dV = diag(beta) dY,  dA = -stril(dY U^T),  dG = diag(beta) dA,  W = dY H0^T  (delta)
+///   dbeta_r = dY_r . V_r - Σ_d (K ⊙ Gam)_rd W_rd + Σ_c dA_rc G_rc        (= dY_r . X_r + ...)
 ///   dQ_rd  = Gam_rd (dO H0^T)_rd + Σ_{c<=r} dP_rc k_cd D_rcd                    (k_r, q_r: D_rrd = 1)
-///   dK+_rd = -Gam_rd (dX H0^T)_rd + Σ_{c<r} dG_rc k_cd D_rcd            (k_r carries exp(+b_r))
+///   dK+_rd = -beta_r Gam_rd W_rd + Σ_{c<r} dG_rc k_cd D_rcd             (k_r carries exp(+b_r))
 ///   dK-_cd = E_cd (U dH^T)_cd + Σ_{r>=c} dP_rc q_rd D_rcd + Σ_{r>c} dG_rc k_rd D_rcd   (exp(-b_c))
 ///   dg_td  = Σ_{r>=t} [q_rd dQ'_rd + k_rd (dK+_rd - dK-'_rd)] + Gam_{n-1,d} <dH_d, H0_d> + Σ_{c<t} k_cd E_cd (U dH^T)_cd
 ///
@@ -19,10 +19,11 @@
 /// only (the prefix sum). Written so, every term of dg carries its own decay: under strong gates
 /// dg is tiny and computed to its own precision, not as the difference of O(1) terms.
 ///
-/// The five products with H0 or dH are WMMA products read from the workspace; the five small
-/// ones (T X, P^T dO, dO U^T, M^T dU, dY U^T) take pass 4's precision (gradient_products:
-/// for bf16 inputs register mma.sync of split bf16 terms, one fewer where dO or the additive
-/// rules' V, exact as loaded, is an operand).
+/// The products with H0 or dH (dO H0^T, U dH^T, and W for the delta family, (K ⊙ E) dH for the
+/// additive one) are WMMA products read from the workspace; the small ones (dO U^T, dY U^T;
+/// additive: P^T dO) take pass 4's precision (gradient_products: for bf16 inputs register
+/// mma.sync of split bf16 terms, one fewer where dO or the additive rules' V, exact as loaded,
+/// is an operand).
 ///
 /// The intra-chunk sums take their exponentials element by element (every exponent <= 0). dq
 /// and dk of each value head go to the workspace in fp32 (dq_parts, dk_parts); group_sum_kernel
@@ -48,18 +49,17 @@ struct chunk_gradients_per_key_storage {
   float k[C][ldk];      // [C, K]
   float b[C][ldk];      // [C, K]  log-gate cumsum
   float dq[C][ldk];     // [C, K]  dQ (of the scaled q)
-  float dkp[C][ldk];    // [C, K]  K ⊙ Gam, then dK+ (delta family)
-  float dkm[C][ldk];    // [C, K]  K ⊙ E, then dK-
-  float x[C][ldv];      // [C, V]  V, then X (delta family)
+  float dkp[C][ldk];    // [C, K]  -Gam ⊙ W, then dK+ (delta family)
+  float dkm[C][ldk];    // [C, K]  K ⊙ E (additive), then dK-
+  float x[C][ldv];      // [C, V]  V
   float dout[C][ldv];   // [C, V]  dO
-  float du[C][ldv];     // [C, V]  dU
+  float du[C][ldv];     // [C, V]  dU (additive)
   float p[C][ldc];      // [C, C]  P
   float dp[C][ldc];     // [C, C]  dP, causal
-  float u[CD][ldv];     // [C, V]  U (delta family)
-  float dy[CD][ldv];    // [C, V]  dY, then dX (delta family)
+  float u[CD][ldv];     // [C, V]  U (delta family, from pass 2)
+  float dy[CD][ldv];    // [C, V]  dY (delta family, from pass 3)
   float g[CD][ldc];     // [C, C]  G
-  float m[CD][ldc];     // [C, C]  M
-  float t[CD][ldc];     // [C, C]  T, then dG
+  float t[CD][ldc];     // [C, C]  dA, then dG
   chunk_coefficients cf;  // beta, ||k||^2
   float dbeta[C];
   float dk_beta[C];     // [C]  2 dbeta_r d(beta_r)/d||k_r||^2: beta's term of dK, per row (delta family)
@@ -89,45 +89,36 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
     key_gate_rows<K, S::threads> gr;
     rows.issue(args, b, t0, n, hv);
     gr.issue(args, b, t0, n, hv);
+    if constexpr (delta) {  // U and dY as passes 2 and 3 wrote them (cp.async)
+      load_rows<C, V, S::threads>(s.u[0], ldv, tensor_view<const float, 4>(args.u_fwd), b, t0, n, hv);
+      load_rows<C, V, S::threads>(s.dy[0], ldv, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv);
+      commit_copies();
+    }
     rows.store(s.q[0], s.k[0], ldk, s.x[0], s.dout[0], ldv, args.scale);
     gr.store(s.b[0], ldk);
+    if constexpr (delta) wait_copies<0>();
   }
   __syncthreads();
   column_cumsum<K>(s.b[0], ldk);
   if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
-  // <dH_d, H0_d> per key row, one warp per row (a fixed order of sums), by the warps in
-  // [first, S::warps); the delta family takes it while warp 0 solves for M and T
-  const auto end_dots = [&](int first) {
-    for (int d = warp - first; d < K; d += S::warps - first) {
-      float acc = 0.0f;
-      for (int j = lane; j < V; j += 32) acc += dH[d * V + j] * H0[d * V + j];
-      acc = warp_sum(acc);
-      if (lane == 0) s.end_dot[d] = acc;
-    }
-  };
-  if constexpr (!delta) end_dots(0);
+  // <dH_d, H0_d> per key row, one warp per row (a fixed order of sums)
+  for (int d = warp; d < K; d += S::warps) {
+    float acc = 0.0f;
+    for (int j = lane; j < V; j += 32) acc += dH[d * V + j] * H0[d * V + j];
+    acc = warp_sum(acc);
+    if (lane == 0) s.end_dot[d] = acc;
+  }
   __syncthreads();
   key_scores<K>(s.q[0], s.k[0], bt, ldk, s.p[0], delta ? s.g[0] : nullptr, delta);
-  key_decayed<K>(s.dkm[0], s.k[0], ldk, bt, true);  // K ⊙ E
-  if constexpr (delta) key_decayed<K>(s.dkp[0], s.k[0], ldk, bt, false);  // K ⊙ Gam
+  if constexpr (!delta) key_decayed<K>(s.dkm[0], s.k[0], ldk, bt, true);  // K ⊙ E
   __syncthreads();
-  if constexpr (delta) {
-    chunk_corrections& cr = *reinterpret_cast<chunk_corrections*>(s.g[0]);  // g, m, t in that order
-    static_assert(sizeof(chunk_corrections) == 3 * sizeof(s.g), "g, m, t laid out as chunk_corrections");
-    if (warp > 0) end_dots(1);
-    chunk_solve(s.cf, cr);  // warp 0; ends synchronised
-    block_gemm<P, row_major, row_major, C, V, K>(s.dkp[0], ldk, H0, V, stage,
-        tile_epilogue<tile_update::subtract>(s.x));  // X = V - (K ⊙ Gam) H0
-    __syncthreads();
-    tile_product<Q, row_major, row_major, C, V, C, true>(s.t[0], ldc, s.x[0], ldv, stage, tile_epilogue(s.u));  // U = T X
-    __syncthreads();
-  }
   const float(*u)[ldv] = delta ? s.u : s.x;
-  // dU = (K ⊙ E) dH + P^T dO
-  block_gemm<P, row_major, row_major, C, V, K>(s.dkm[0], ldk, dH, V, stage, tile_epilogue(s.du));
-  __syncthreads();
-  tile_product<Q, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
-                                                                          tile_epilogue<tile_update::add>(s.du));
+  if constexpr (!delta) {  // dU = (K ⊙ E) dH + P^T dO
+    block_gemm<P, row_major, row_major, C, V, K>(s.dkm[0], ldk, dH, V, stage, tile_epilogue(s.du));
+    __syncthreads();
+    tile_product<Q, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, s.dout[0], ldv, stage,
+                                                                            tile_epilogue<tile_update::add>(s.du));
+  }
   // dP = dO U^T, causal
   tile_product_split_k<Q, row_major, col_major, C, C, V, dout_u_exact<delta>>(s.dout[0], ldv, u[0], ldv, stage,
                                                                               [&]<int W>(int r, int j, const float (&x)[W]) {
@@ -136,12 +127,10 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   });
   __syncthreads();
   if constexpr (delta) {
-    tile_product<Q, col_major, row_major, C, V, C>(s.m[0], ldc, s.du[0], ldv, stage, tile_epilogue(s.dy));  // dY = M^T dU
-    __syncthreads();
     tile_product_split_k<Q, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage,
-        tile_epilogue<tile_update::negated_strictly_lower>(s.t));  // dA = -stril(dY U^T) (T is done)
+        tile_epilogue<tile_update::negated_strictly_lower>(s.t));  // dA = -stril(dY U^T)
     __syncthreads();
-    // dbeta_r = dY_r . X_r + Σ_c dA_rc G_rc;  dA becomes dG = diag(beta) dA
+    // dbeta_r = dY_r . V_r + Σ_c dA_rc G_rc (the W term after its product);  dA becomes dG = diag(beta) dA
     for (int r = warp; r < C; r += S::warps) {
       float acc = 0.0f;
       for (int i = lane; i < V; i += 32) acc += s.dy[r][i] * s.x[r][i];
@@ -150,15 +139,11 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
       acc = warp_sum(acc);
       if (lane == 0) s.dbeta[r] = acc;
     }
-    __syncthreads();
-    for (int e = tid; e < C * V; e += S::threads) s.dy[e / V][e % V] *= s.cf.beta[e / V];  // dX = diag(beta) dY
-    __syncthreads();
   }
-  // dv, then the state terms of dQ, dK- and dK+
-  const float(*dv_rows)[ldv] = delta ? s.dy : s.du;
+  // dv (dX = diag(beta) dY, or dU), then the state terms of dQ, dK- and dK+
   for (int e = tid; e < C * V; e += S::threads) {
     const int r = e / V, j = e % V;
-    if (r < n) args.grads.dv(b, t0 + r, hv, j) = from_float<T>(dv_rows[r][j]);
+    if (r < n) args.grads.dv(b, t0 + r, hv, j) = from_float<T>(delta ? s.cf.beta[r] * s.dy[r][j] : s.du[r][j]);
   }
   block_gemm<P, row_major, col_major, C, K, V>(s.dout[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
@@ -171,7 +156,7 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   if constexpr (delta) {
     block_gemm<P, row_major, col_major, C, K, V>(s.dy[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) s.dkp[r][j + e] = -__expf(bt[r * ldk + j + e]) * x[e];
+      for (int e = 0; e < 8; ++e) s.dkp[r][j + e] = -__expf(bt[r * ldk + j + e]) * x[e];  // -Gam ⊙ W
     });
   }
   __syncthreads();
@@ -180,6 +165,18 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   float state_write[C];
 #pragma unroll
   for (int r = 0; r < C; ++r) state_write[r] = d < K ? s.dkm[r][d] : 0.0f;
+  if constexpr (delta)  // dbeta_r += <k_r, -Gam_r ⊙ W_r>;  dK+ = -beta_r Gam_r ⊙ W_r
+    for (int r = warp; r < C; r += S::warps) {
+      const float br = s.cf.beta[r];
+      float acc = 0.0f;
+      for (int i = lane; i < K; i += 32) {
+        const float y = s.dkp[r][i];
+        acc += s.k[r][i] * y;
+        s.dkp[r][i] = br * y;
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) s.dbeta[r] += acc;
+    }
   __syncthreads();
   // the intra-chunk sums off P's diagonal: item (side, r, d); side 0 is row r (dQ', dK+), side 1
   // column r (dK-', which replaces the state write's term)

@@ -6,13 +6,13 @@
 /// chunk's end, [K, BV]) in fp32 shared memory; it is written to the workspace
 /// (`state_grads`) before every chunk, and dL/d(initial state) at the end. Per chunk:
 ///
-///   dX  = Wb dH + dXl                         (delta family; Wb, dXl from pass 1)
+///   dY  = Wb dH + dYl,  dX = diag(beta) dY   (delta family; Wb, dYl, beta from pass 1)
 ///   dH <- Gam_{n-1} dH + [diag(Gam) Q; -diag(Gam) K]^T [dO; dX]   (additive: the Q rows only)
 /// Per-key decays: dH <- diag(Gam_{n-1}) dH + [Q ⊙ Gam; -K ⊙ Gam]^T [dO; dX], the rows and
-/// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. With scalar or no gates the delta
-/// rules hand dY to pass 4 (state_passes_hand_over): pass 1's rows are then Wb = M^T diag(e) K
-/// and dYl = M^T P^T dO, the product gives dY = Wb dH + dYl, written over dYl, and the update
-/// takes dX = diag(beta) dY through its left rows, -diag(beta Gam) K.
+/// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. The delta rules hand dY to pass 4:
+/// pass 1's rows are Wb = M^T diag(e) K (per-key: M^T (K ⊙ E)) and
+/// dYl = M^T P^T dO, the product gives dY = Wb dH + dYl, written over dYl, and the update takes
+/// dX = diag(beta) dY through its left rows, -diag(beta Gam) K (-diag(beta) (K ⊙ Gam)).
 #pragma once
 
 #include "../../tile/block_gemm.cuh"
@@ -26,8 +26,8 @@ struct chunk_state_grads_storage {
   static constexpr int warps = 8, threads = 32 * warps, BV = BV_;
   static constexpr int C = backward_chunk, ldk = K + 4, ldb = BV + 4;
   float dh[K][ldb];        // [K, BV]   dH
-  float left[2 * C][ldk];  // [2C, K]   [diag(Gam) Q; -diag(Gam) K]  (hand-over: -diag(beta Gam) K)
-  float right[2 * C][ldb]; // [2C, BV]  [dO; dX]                    (hand-over: dY)
+  float left[2 * C][ldk];  // [2C, K]   [diag(Gam) Q; -diag(beta Gam) K]
+  float right[2 * C][ldb]; // [2C, BV]  [dO; dY]
   float wb[C][ldk];        // [C, K]    Wb (delta family)
   chunk_coefficients cf;
   float stage[warps][stage_floats];
@@ -42,7 +42,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   using S = chunk_state_grads_storage<K, BV_, per_key>;
   using P = backward_products<T>;
   constexpr int C = S::C, BV = S::BV, Th = S::threads;
-  constexpr bool delta = corrects<Rule>, hand_over = state_passes_hand_over<Rule>;
+  constexpr bool delta = corrects<Rule>;
   constexpr int rows = delta ? 2 * C : C;
   S& s = *reinterpret_cast<S*>(smem);
   const index_t hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
@@ -62,10 +62,10 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   chunk_rows<BV, Th, T> dor;
   chunk_rows<BV, Th, float> dxr;
   chunk_decay_vector<K> dr;
-  float gate = 0.0f, beta = 0.0f;  // the lane's token's (beta: hand_over)
+  float gate = 0.0f, beta = 0.0f;  // the lane's token's (beta: delta family)
   const auto issue = [&](int c) {
     const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
-    if constexpr (hand_over) beta = lane_beta(args, b, t0, n, hv);
+    if constexpr (delta) beta = lane_beta(args, b, t0, n, hv);
     qr.issue(queries, b, t0, n, key_head);
     dor.issue(args.dout, b, t0, n, hv, v0);
     if constexpr (delta) {
@@ -81,16 +81,15 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
   for (int c = chunks - 1; c >= 0; --c) {
     if constexpr (per_key) dr.store(s.decay);
     else chunk_decays(gate, s.cf);
-    if (hand_over && threadIdx.x < 32) s.cf.beta[threadIdx.x] = beta;
+    if (delta && threadIdx.x < 32) s.cf.beta[threadIdx.x] = beta;
     __syncthreads();  // dH complete (previous chunk), decays visible
     store_state_block<K, BV>(args.chunk_states(args.state_grads, K, V), s.dh, seq.first_chunk + c, hv, v0);
     if constexpr (per_key) qr.store(s.left[0], S::ldk);  // scale Q ⊙ Gam as read
     else qr.store(s.left[0], S::ldk, [&](int r) { return s.cf.gam[r] * scale; });
     dor.store(s.right[0], S::ldb);
     if constexpr (delta) {
-      if constexpr (per_key) kr.store(s.left[C], S::ldk);  // -K ⊙ Gam as read
-      else if constexpr (hand_over) kr.store(s.left[C], S::ldk, [&](int r) { return -(s.cf.beta[r] * s.cf.gam[r]); });
-      else kr.store(s.left[C], S::ldk, [&](int r) { return -s.cf.gam[r]; });
+      if constexpr (per_key) kr.store(s.left[C], S::ldk, [&](int r) { return s.cf.beta[r]; });  // -K ⊙ Gam as read, times beta
+      else kr.store(s.left[C], S::ldk, [&](int r) { return -(s.cf.beta[r] * s.cf.gam[r]); });
       wbr.store(s.wb[0], S::ldk);
       dxr.store(s.right[C], S::ldb);
     }
@@ -100,14 +99,12 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
       block_gemm_split_k<P, row_major, row_major, C, BV, K>(s.wb[0], S::ldk, s.dh[0], S::ldb, stage,
           [&](int r, int j, const float (&x)[8]) {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) s.right[C + r][j + e] += x[e];  // dX = Wb dH + dXl (hand_over: dY)
+            for (int e = 0; e < 8; ++e) s.right[C + r][j + e] += x[e];  // dY = Wb dH + dYl
           });
       __syncthreads();
-      if constexpr (hand_over) {  // over the chunk's rows of dYl (read above)
-        const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
-        for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
-          args.dx_loc(b, t0 + e / BV, hv, v0 + e % BV) = s.right[C + e / BV][e % BV];
-      }
+      const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);  // over the rows of dYl (read above)
+      for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
+        args.dx_loc(b, t0 + e / BV, hv, v0 + e % BV) = s.right[C + e / BV][e % BV];
     }
     block_gemm<P, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
         decayed_state_update<per_key>(s.dh, s.decay, s.cf));

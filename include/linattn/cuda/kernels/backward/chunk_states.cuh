@@ -8,8 +8,8 @@
 ///   U~ = U - W H      (delta family, U and W from pass 1; the additive family writes V)
 ///   H <- Gam_{n-1} H + (diag(e) K)^T U~
 /// Per-key decays: H <- diag(Gam_{n-1}) H + (K ⊙ E)^T U~, the rows K ⊙ E and the vector
-/// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. With scalar or no gates the delta
-/// rules write U~ over U for pass 4 (state_passes_hand_over).
+/// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. The delta rules write U~ (the chunk's
+/// U = T X) over pass 1's T V, for pass 4.
 #pragma once
 
 #include <array>
@@ -105,11 +105,9 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
       block_gemm_split_k<P, row_major, row_major, C, BV, K>(s.w[0], S::ldk, s.h[0], S::ldb, stage,
           tile_epilogue<tile_update::subtract>(s.u));  // U~ = U - W H
       __syncthreads();
-      if constexpr (state_passes_hand_over<Rule>) {  // over the chunk's rows of U (read above)
-        const int n = min(C, end - t0);
-        for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
-          args.u_fwd(b, t0 + e / BV, hv, v0 + e % BV) = s.u[e / BV][e % BV];
-      }
+      const int n = min(C, end - t0);  // over the chunk's rows of T V (read above)
+      for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
+        args.u_fwd(b, t0 + e / BV, hv, v0 + e % BV) = s.u[e / BV][e % BV];
     }
     block_gemm<P, col_major, row_major, K, BV, C>(s.keys_e[0], S::ldk, s.u[0], S::ldb, stage,
         decayed_state_update<per_key>(s.h, s.decay, s.cf));

@@ -8,15 +8,15 @@
 ///   backward:  Wb = M^T diag(e) K,  dYl = M^T P^T dO  (dY = Wb dH + dYl, dX = diag(beta) dY)
 ///
 /// with M = (I + diag(beta) stril(K K^T ⊙ D))^{-1}, T = M diag(beta) and P = scale Q K^T ⊙ D
-/// (causal); and the betas, which pass 3 needs for dX (state_passes_hand_over: pass 3 writes dY
-/// for pass 4, which cannot recover it from dX where beta is 0). The diagonal factors and P go
+/// (causal); and the betas, with which pass 3 takes dX = diag(beta) dY (it hands dY to pass 4,
+/// which could not recover it from dX where beta is 0). The diagonal factors and P go
 /// into [C, C] left operands (T diag(Gam), (diag(e) M)^T, (P M)^T) rather than into [C, K] and
 /// [C, V] copies of the rows, which keeps the block's shared memory small enough for two
 /// blocks per multiprocessor.
 ///
 /// Per-key decays (KDA) cannot fold them into [C, C] operands: there the products take the
-/// rows K ⊙ Gam and K ⊙ E (key_decays.cuh), W = T (K ⊙ Gam), Wb = T^T (K ⊙ E), dXl =
-/// T^T P^T dO (pass 3 forms dX itself), with the per-key P and G.
+/// rows K ⊙ Gam and K ⊙ E (key_decays.cuh), W = T (K ⊙ Gam), Wb = M^T (K ⊙ E), with the
+/// per-key P and G.
 ///
 /// The products take pass 4's precision (gradient_products: for bf16 inputs register mma.sync
 /// products of split bf16 terms, skipping the lo terms of the rows as loaded, which are exact;
@@ -76,8 +76,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   chunk_scores_gram<P, K>(s.queries[0], S::ldk, s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage,
                           S::exact_rows ? args.scale : 1.0f);
   chunk_solve(s.cf, s.cr);
-  if constexpr (state_passes_hand_over<Rule>)  // for pass 3
-    if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];
+  if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];  // for pass 3
   tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.m[0], S::ldc, stage, tile_epilogue(s.pt));  // P M
   __syncthreads();
   float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G is done)
@@ -128,16 +127,17 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   key_decayed<K>(decayed, s.keys[0], S::ldk, s.b[0], false);  // K ⊙ Gam
   __syncthreads();
   chunk_solve(s.cf, s.cr);
-  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.t[0], S::ldc, stage, tile_epilogue(s.pt));  // P T
+  if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];  // for pass 3
+  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.m[0], S::ldc, stage, tile_epilogue(s.pt));  // P M
   const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // values and dO as loaded
   tile_product<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
                                                              rows_out(args.u_fwd));
-  __syncthreads();  // P T complete; K ⊙ Gam read
+  __syncthreads();  // P M complete; K ⊙ Gam read
   key_decayed<K>(decayed, s.keys[0], S::ldk, s.b[0], true);  // K ⊙ E
   __syncthreads();
-  tile_product<P, col_major, row_major, C, K, C>(s.cr.t[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_bwd));
+  tile_product<P, col_major, row_major, C, K, C>(s.cr.m[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_bwd));
   tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
                                                               rows_out(args.dx_loc));
 }

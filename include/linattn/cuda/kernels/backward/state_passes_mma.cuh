@@ -19,10 +19,10 @@
 ///                            dXt = dXl^T + dHt Wb^T                  [16, C]  (delta family)
 ///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dXt diag(Gam) K
 ///
-/// With scalar or no gates the delta rules hand their corrected values and value gradients to
-/// pass 4 (state_passes_hand_over): pass 2 writes U~ over pass 1's T V, and pass 3, whose
-/// pass-1 rows are then Wb = M^T diag(e) K and dYl = M^T P^T dO, forms dYt = dYl^T + dHt Wb^T,
-/// writes it over dYl and takes dXt = dYt diag(beta) (beta from pass 1) in the update.
+/// The delta rules hand their corrected values and value gradients to pass 4: pass 2 writes U~
+/// over pass 1's T V, and pass 3, whose pass-1 rows are Wb = M^T diag(e) K (per-key decays:
+/// M^T (K ⊙ E)) and dYl = M^T P^T dO, forms dYt = dYl^T + dHt Wb^T, writes it over dYl and
+/// takes dXt = dYt diag(beta) (beta from pass 1) in the update.
 ///
 /// The diagonal factors scale the A operands (a lane's tokens), so every row tile is copied
 /// as it is: q, k, v, dO and pass 1's rows W, Wb as bf16 (ldmatrix or 4-byte fragment loads),
@@ -195,7 +195,6 @@ __device__ inline void decay_state(float (&h)[KP / 8][4], const float* decay, fl
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
-  constexpr bool hand_over = state_passes_hand_over<Rule>;  // U~ to u_fwd, over T V
   using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
   using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::forward_rows;
@@ -247,7 +246,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         x[nt][e] = to_float(buf.values[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]) - x[nt][e];
-    if constexpr (hand_over)  // the chunk's rows of T V are in shared memory: overwritten in place
+    if constexpr (delta)  // U~ over the chunk's rows of T V (in shared memory already)
       if (warp % Split == 0) {
         const int t0 = seq.start + c * C;
         store_token_columns(args.u_fwd, x, b, t0, min(C, end - t0), hv, vw, lane);
@@ -269,7 +268,6 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
-  constexpr bool hand_over = state_passes_hand_over<Rule>;  // dY to dx_loc, over dYl; dX = diag(beta) dY
   using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
   using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::reverse_rows;
@@ -287,10 +285,10 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   const auto queries = workspace_or_input<per_key>(args.queries_start, args.in.q);
   const auto keys = workspace_or_input<per_key>(args.keys_start, args.in.k);
   const index_t key_head = per_key ? hv : h;
-  float beta_next = 0.0f;  // beta of the lane's token (hand_over)
+  float beta_next = 0.0f;  // beta of the lane's token (delta family)
   const auto issue = [&](R& buf, int c) {
     const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
-    if constexpr (hand_over) beta_next = lane_beta(args, b, t0, n, hv);
+    if constexpr (delta) beta_next = lane_beta(args, b, t0, n, hv);
     load_rows<C, K, Th>(buf.queries[0], R::ldk, queries, b, t0, n, key_head);
     load_rows<C, BV, Th>(buf.dout[0], R::ldo, args.dout, b, t0, n, hv, v0);
     if constexpr (delta) {
@@ -318,7 +316,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     float last = 0.0f, gam = 1.0f;  // Gam of the lane's token (scalar gates)
     if constexpr (!per_key) gam = expf(gate_cumsum(gate, lane, last));
 
-    float x[CT][4] = {};  // dXt [16, C] (hand_over: dYt)
+    float x[CT][4] = {};  // dYt [16, C]
     if constexpr (delta) {
       state_times_rows<T, KP>(x, dh, buf.wb[0] + k0, R::ldk, lane);
       if constexpr (Split > 1) sum_partials<Split>(x, storage.partials, warp, group, lane);
@@ -326,11 +324,10 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
       for (int nt = 0; nt < CT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
-      if constexpr (hand_over)  // the chunk's rows of dYl are in shared memory: overwritten in place
-        if (warp % Split == 0) {
-          const int t0 = seq.start + c * C;
-          store_token_columns(args.dx_loc, x, b, t0, min(C, seq.start + seq.length - t0), hv, vw, lane);
-        }
+      if (warp % Split == 0) {  // dY over the chunk's rows of dYl (in shared memory already)
+        const int t0 = seq.start + c * C;
+        store_token_columns(args.dx_loc, x, b, t0, min(C, seq.start + seq.length - t0), hv, vw, lane);
+      }
     }
     decay_state<per_key, KP>(dh, buf.decay + k0, last, lane);
 #pragma unroll
@@ -341,13 +338,12 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
       ldmatrix_x4<true>(a, buf.dout[0] + (16 * q + bl.row) * R::ldo + j0 + bl.col);
       if constexpr (!per_key) scale_a<T>(a, {scale * f[0], scale * f[1], scale * f[2], scale * f[3]});
       add_times_rows<T, KP>(dh, a, buf.queries[0] + k0, R::ldk, q, kl);
-      if constexpr (delta) {  // -dXt diag(Gam) (per-key decays: dXt, the B rows carry -Gam)
-        if constexpr (!per_key) f[0] = -f[0], f[1] = -f[1], f[2] = -f[2], f[3] = -f[3];
-        if constexpr (hand_over) {  // -dYt diag(beta Gam)
-          float fb[4];
-          token_factors(fb, beta, q, t);
-          f[0] *= fb[0], f[1] *= fb[1], f[2] *= fb[2], f[3] *= fb[3];
-        }
+      if constexpr (delta) {  // -dXt diag(Gam) = -dYt diag(beta Gam) (per-key decays: dYt diag(beta),
+                              // the B rows carry -Gam)
+        float fb[4];
+        token_factors(fb, beta, q, t);
+        const float sign = per_key ? 1.0f : -1.0f;
+        f[0] *= sign * fb[0], f[1] *= sign * fb[1], f[2] *= sign * fb[2], f[3] *= sign * fb[3];
         pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
         add_times_rows<T, KP>(dh, a, buf.keys[0] + k0, R::ldk, q, kl);
       }
