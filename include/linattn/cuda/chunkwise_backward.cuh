@@ -73,7 +73,7 @@ std::array<int, 3> state_pass_residency(index_t K, index_t V) {
 /// CPU and does not change the result (the kernels use chunks of 32). Workspace from the
 /// library's pool: 8 K V bytes per 32 tokens and value head (4 K V for bf16 inputs with scalar or
 /// no gates, whose states are kept as bf16), plus 8 (K + V) bytes per token and value head for
-/// the delta rules (4 K + 8 V for bf16 inputs) and 8 K for per-key decays (KDA: 12 K, 10 K for
+/// the delta rules (4 K + 8 V for bf16 inputs; and 4 for beta) and 8 K for per-key decays (KDA: 12 K, 10 K for
 /// bf16; and 4 K per 32 tokens and value head). Throws linattn::error before
 /// anything is queued when an argument is invalid.
 template <rule Rule, class G>

@@ -42,7 +42,7 @@ namespace linattn::cuda::detail {
 template <int K, int V, bool Delta>
 struct chunk_gradients_per_key_storage {
   static constexpr int warps = 16, threads = 32 * warps;
-  static constexpr int C = backward_chunk, CD = Delta ? C : 1, ldk = K + 4, ldv = V + 4;
+  static constexpr int C = backward_chunk, CD = Delta ? C : 1, CA = Delta ? 1 : C, ldk = K + 4, ldv = V + 4;
   static constexpr int ldc = chunk_corrections::ld;
   float stage[warps][stage_floats];  // first: every tile below starts 32-byte aligned
   float q[C][ldk];      // [C, K]  scale q
@@ -50,10 +50,10 @@ struct chunk_gradients_per_key_storage {
   float b[C][ldk];      // [C, K]  log-gate cumsum
   float dq[C][ldk];     // [C, K]  dQ (of the scaled q)
   float dkp[C][ldk];    // [C, K]  -Gam ⊙ W, then dK+ (delta family)
-  float dkm[C][ldk];    // [C, K]  K ⊙ E (additive), then dK-
+  float dkm[C][ldk];    // [C, K]  K ⊙ E (additive), then E ⊙ (U dH^T), then dK-
   float x[C][ldv];      // [C, V]  V
   float dout[C][ldv];   // [C, V]  dO
-  float du[C][ldv];     // [C, V]  dU (additive)
+  float du[CA][ldv];    // [C, V]  dU (additive family)
   float p[C][ldc];      // [C, C]  P
   float dp[C][ldc];     // [C, C]  dP, causal
   float u[CD][ldv];     // [C, V]  U (delta family, from pass 2)
@@ -143,7 +143,9 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   // dv (dX = diag(beta) dY, or dU), then the state terms of dQ, dK- and dK+
   for (int e = tid; e < C * V; e += S::threads) {
     const int r = e / V, j = e % V;
-    if (r < n) args.grads.dv(b, t0 + r, hv, j) = from_float<T>(delta ? s.cf.beta[r] * s.dy[r][j] : s.du[r][j]);
+    if (r >= n) continue;
+    if constexpr (delta) args.grads.dv(b, t0 + r, hv, j) = from_float<T>(s.cf.beta[r] * s.dy[r][j]);
+    else args.grads.dv(b, t0 + r, hv, j) = from_float<T>(s.du[r][j]);
   }
   block_gemm<P, row_major, col_major, C, K, V>(s.dout[0], ldv, H0, V, stage, [&](int r, int j, const float (&x)[8]) {
 #pragma unroll

@@ -47,7 +47,7 @@ struct chunk_wy_storage {
   row_t values[C][ldv];    // [C, V]
   row_t dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P
-  float pt[C][ldc];        // [C, C]  P T (scalar gates: P M)
+  float pt[C][ldc];        // [C, C]  P M
   chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) M), T
   chunk_coefficients cf;
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only

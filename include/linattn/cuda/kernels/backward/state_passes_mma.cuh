@@ -16,23 +16,23 @@
 ///                            U~t = U^T - Ht W^T                      [16, C]  (additive: V^T)
 ///                            Ht <- Gam_{n-1} Ht + U~t diag(e) K      [16, K]
 ///   pass 3 (reverse order)   state_grads[c] = dHt
-///                            dXt = dXl^T + dHt Wb^T                  [16, C]  (delta family)
-///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dXt diag(Gam) K
+///                            dYt = dYl^T + dHt Wb^T                  [16, C]  (delta family)
+///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dYt diag(beta Gam) K
 ///
 /// The delta rules hand their corrected values and value gradients to pass 4: pass 2 writes U~
 /// over pass 1's T V, and pass 3, whose pass-1 rows are Wb = M^T diag(e) K (per-key decays:
-/// M^T (K ⊙ E)) and dYl = M^T P^T dO, forms dYt = dYl^T + dHt Wb^T, writes it over dYl and
-/// takes dXt = dYt diag(beta) (beta from pass 1) in the update.
+/// M^T (K ⊙ E)) and dYl = M^T P^T dO, writes dYt over dYl; its update takes dXt = dYt
+/// diag(beta) (beta from pass 1).
 ///
 /// The diagonal factors scale the A operands (a lane's tokens), so every row tile is copied
 /// as it is: q, k, v, dO and pass 1's rows W, Wb as bf16 (ldmatrix or 4-byte fragment loads),
-/// U and dXl (dYl) as fp32 (each added to a product in fp32). Every product operand is then rounded
+/// U and dYl as fp32 (each added to a product in fp32). Every product operand is then rounded
 /// to bf16 once, as in the forward's 16-bit state pass; the sums stay fp32. The states go to
 /// the workspace as workspace_state_t: bf16, the rounding pass 4's products give them anyway.
 ///
 /// Per-key decays (VectorDecay, KDA; `PerKey`) lie along the key columns, the products' other
 /// side. There the B rows carry them, as chunk_decayed_rows.cuh wrote them (bf16): K ⊙ E in
-/// pass 2, scale Q ⊙ Gam and -K ⊙ Gam in pass 3. The A operands keep factor 1, and the state's
+/// pass 2, scale Q ⊙ Gam and -K ⊙ Gam in pass 3. The A operands keep factor 1 (dYt: beta), and the state's
 /// decay Gam_{n-1} [K] scales each lane's key columns of Ht (dHt), from a row copied with the
 /// chunk's rows. The states go to the workspace as fp32, which per-key pass 4 reads.
 #pragma once
@@ -85,7 +85,7 @@ struct alignas(16) state_rows_reverse {
   T keys[DC][ldk];                  // [C, K]   k (delta family; per-key decays: -K ⊙ Gam)
   T wb[DC][ldk];                    // [C, K]   Wb
   T dout[C][ldo];                   // [C, BV]  dO
-  float dxl[DC][ldx];               // [C, BV]  dXl (handed over: dYl)
+  float dxl[DC][ldx];               // [C, BV]  dYl
   float decay[PerKey ? K : 1];      // [K]      Gam_{n-1} (per-key decays)
 };
 
