@@ -63,10 +63,16 @@ std::vector<backward_case> backward_cases() {
 
 double err(const std::vector<double>& got, const std::vector<double>& want) { return harness::rel_err(got, want); }
 
+/// Sets beta (Longhorn: its step delta) of every `every`-th token and value head to exactly 0.
+void zero_some_betas(ref::problem& p, std::size_t every) {
+  for (std::size_t i = 0; i < p.beta.size(); i += every) p.beta[i] = 0.0;
+}
+
 template <class Rule>
 void check_backward(std::mt19937_64& rng, const backward_case& bc, dtype t, harness::gates g,
-                    harness::steps st = harness::steps::usual) {
+                    harness::steps st = harness::steps::usual, std::size_t zero_beta_every = 0) {
   auto p = harness::backward_problem<Rule>(rng, bc.d, g, bc.c.use_s0, bc.cu, st);
+  if (zero_beta_every > 0) zero_some_betas(p, zero_beta_every);
   if (bc.c.normalize_qk) {  // rows of q and k of very different lengths
     harness::scale_rows(p.q, bc.d.K, rng, -2.0, 1.5);
     harness::scale_rows(p.k, bc.d.K, rng, -2.0, 1.5);
@@ -117,6 +123,16 @@ TEMPLATE_TEST_CASE("cuda chunkwise_backward with strong gates and large steps", 
     check_backward<TestType>(rng, bc, t, harness::gates::strong, harness::steps::large);
     check_backward<TestType>(rng, bc, t, harness::gates::weak, harness::steps::large);
   }
+}
+
+// Tokens whose beta is exactly 0 write nothing, but dbeta still depends on them: the GPU passes
+// hand dY, not dX = diag(beta) dY, from the state passes to pass 4 for this reason.
+TEMPLATE_TEST_CASE("cuda chunkwise_backward with some betas exactly 0", "[cuda][backward][gates]", la::Delta,
+                   la::GatedDelta, la::Longhorn, la::KDA) {
+  std::mt19937_64 rng(53);
+  const backward_case bc{"B2 T150 H2 HV4 K64 V128, every 3rd beta 0", {2, 150, 2, 4, 64, 128}, {}, {}};
+  for (dtype t : {dtype::f32, dtype::bf16})
+    check_backward<TestType>(rng, bc, t, harness::gates::strong, harness::steps::large, 3);
 }
 
 TEMPLATE_TEST_CASE("cuda chunkwise_backward with 16-bit q, k, v and float gates, betas and their gradients",
