@@ -135,13 +135,44 @@ __device__ inline void sum_partials(float (&x)[backward_chunk / 8][4], float4 (*
 }
 
 /// Rows t0 .. t0 + n - 1 of `to` ([B, T, HV, V] fp32), value columns vw .. vw + 15, from a
-/// group's transposed tile xt [16, C] (value column j, token i at for_tile_elements' place).
-/// One warp of the group calls it (after sum_partials they all hold the same bits).
+/// group's transposed tile xt [16, C] (lane (g, t) holds tokens 8 nt + 2t (+1), columns g
+/// (+8), as for_tile_elements places them). After sum_partials every warp of the group holds
+/// the same bits, so the Split warps share the stores: warp part p of the group stores the
+/// n-tiles nt = Split m + p, picked by selects, not branches. Each store instruction writes 8
+/// consecutive floats of 4 tokens (whole 32-byte sectors). A whole chunk (every chunk but a
+/// sequence's last) stores without predicates from one lane address, a few adds per store:
+/// indexing the view per element under `if (i < n)` had the compiler recompute the whole
+/// 64-bit index behind a branch for every store (about 12 dependent instructions each), on the
+/// sequential pass's critical path.
+template <int Split>
 __device__ inline void store_token_columns(const tensor_view<float, 4>& to, const float (&xt)[backward_chunk / 8][4],
-                                           index_t b, int t0, int n, index_t hv, index_t vw, int lane) {
-  for_tile_elements<backward_chunk>(lane, [&](int nt, int e, int i, int j) {
-    if (i < n) to(b, t0 + i, hv, vw + j) = xt[nt][e];
-  });
+                                           index_t b, int t0, int n, index_t hv, index_t vw, int lane, int part) {
+  constexpr int CT = backward_chunk / 8;
+  static_assert(CT % Split == 0, "each warp of a group stores whole n-tiles");
+  const int g = lane / 4, t = lane % 4, first = 8 * part + 2 * t;  // the lane's first token
+  const index_t ts = to.stride(1), cs = to.stride(3);
+  float* const lane_base = &to(b, t0, hv, vw) + index_t(first) * ts + index_t(g) * cs;
+  const auto value = [&](int m, int e) {
+    float v = xt[Split * m][e];
+#pragma unroll
+    for (int p = 1; p < Split; ++p) v = part == p ? xt[Split * m + p][e] : v;
+    return v;
+  };
+  const auto offset = [&](int m, int e) {  // token first + 8 Split m + (e & 1), column g + 8 (e >> 1)
+    return index_t(8 * Split * m + (e & 1)) * ts + index_t(8 * (e >> 1)) * cs;
+  };
+  if (n == backward_chunk) {
+#pragma unroll
+    for (int m = 0; m < CT / Split; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) lane_base[offset(m, e)] = value(m, e);
+  } else {
+#pragma unroll
+    for (int m = 0; m < CT / Split; ++m)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (first + 8 * Split * m + (e & 1) < n) lane_base[offset(m, e)] = value(m, e);
+  }
 }
 
 /// x[r] for the lane's tokens 16 q + 2t, +1, +8, +9 (x[r] held by lane r): the factors of an
@@ -246,11 +277,10 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         x[nt][e] = to_float(buf.values[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]) - x[nt][e];
-    if constexpr (delta)  // U~ over the chunk's rows of T V (in shared memory already)
-      if (warp % Split == 0) {
-        const int t0 = seq.start + c * C;
-        store_token_columns(args.u_fwd, x, b, t0, min(C, end - t0), hv, vw, lane);
-      }
+    if constexpr (delta) {  // U~ over the chunk's rows of T V (in shared memory already)
+      const int t0 = seq.start + c * C;
+      store_token_columns<Split>(args.u_fwd, x, b, t0, min(C, end - t0), hv, vw, lane, warp % Split);
+    }
     decay_state<per_key, KP>(ht, buf.decay + k0, last, lane);
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
@@ -324,9 +354,10 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
       for (int nt = 0; nt < CT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
-      if (warp % Split == 0) {  // dY over the chunk's rows of dYl (in shared memory already)
+      {  // dY over the chunk's rows of dYl (in shared memory already)
         const int t0 = seq.start + c * C;
-        store_token_columns(args.dx_loc, x, b, t0, min(C, seq.start + seq.length - t0), hv, vw, lane);
+        const int n = min(C, seq.start + seq.length - t0);
+        store_token_columns<Split>(args.dx_loc, x, b, t0, n, hv, vw, lane, warp % Split);
       }
     }
     decay_state<per_key, KP>(dh, buf.decay + k0, last, lane);
