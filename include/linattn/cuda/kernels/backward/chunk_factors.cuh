@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../../tile/async_copy.cuh"
 #include "../../tile/block_gemm.cuh"
+#include "../../tile/load_store.cuh"
 #include "../../tile/tile_product.cuh"
 #include "../../tile/scalar.cuh"
 #include "../../tile/warp_sums.cuh"
@@ -247,6 +249,17 @@ template <class Rule, class T>
 __device__ float lane_beta(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
   const int r = int(threadIdx.x) % 32;
   return r < n ? args.betas(b, t0 + r, hv) : 0.0f;
+}
+
+/// Issues the copies of a chunk's corrected values U and value gradients dY (delta family;
+/// fp32 [n, V] as passes 2 and 3 wrote them) into the tiles u and dy [C, ld], committed as one
+/// group: pass 4's hand-over, read after wait_copies.
+template <int C, int V, int Threads, class Rule, class T>
+__device__ void issue_hand_over(float* u, float* dy, int ld, const backward_args<Rule, T>& args, index_t b, index_t t0,
+                                int n, index_t hv) {
+  load_rows<C, V, Threads>(u, ld, tensor_view<const float, 4>(args.u_fwd), b, t0, n, hv);
+  load_rows<C, V, Threads>(dy, ld, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv);
+  commit_copies();
 }
 
 /// Lane r's inclusive cumsum of the chunk's log gates (one token per lane) and its last value.

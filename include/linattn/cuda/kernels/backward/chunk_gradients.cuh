@@ -187,11 +187,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     const auto* dH = args.state_at(args.state_grads, ci, hv, K, V);
     state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
     pieces.issue(H0, 0);  // in flight over the scores
-    if constexpr (delta) {  // U and dY as passes 2 and 3 wrote them (cp.async)
-      load_rows<C, V, S::threads>(s.u[0], ldv, tensor_view<const float, 4>(args.u_fwd), b, t0, n, hv);
-      load_rows<C, V, S::threads>(s.dy[0], ldv, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv);
-      commit_copies();
-    }
+    if constexpr (delta) issue_hand_over<C, V, S::threads>(s.u[0], s.dy[0], ldv, args, b, t0, n, hv);  // U, dY
     chunk_decays(gate, s.cf);
     vr.store(s.x[0], ldv);
     if constexpr (exact_rows) dr.store_as_loaded(s.in.dout[0], s.in.ldv);

@@ -89,11 +89,7 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
     key_gate_rows<K, S::threads> gr;
     rows.issue(args, b, t0, n, hv);
     gr.issue(args, b, t0, n, hv);
-    if constexpr (delta) {  // U and dY as passes 2 and 3 wrote them (cp.async)
-      load_rows<C, V, S::threads>(s.u[0], ldv, tensor_view<const float, 4>(args.u_fwd), b, t0, n, hv);
-      load_rows<C, V, S::threads>(s.dy[0], ldv, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv);
-      commit_copies();
-    }
+    if constexpr (delta) issue_hand_over<C, V, S::threads>(s.u[0], s.dy[0], ldv, args, b, t0, n, hv);  // U, dY
     rows.store(s.q[0], s.k[0], ldk, s.x[0], s.dout[0], ldv, args.scale);
     gr.store(s.b[0], ldk);
     if constexpr (delta) wait_copies<0>();
