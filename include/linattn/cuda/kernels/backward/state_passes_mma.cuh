@@ -240,13 +240,18 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
   });
   const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
   const auto keys = workspace_or_input<per_key>(args.keys_end, args.in.k);  // per-key decays: K ⊙ E
+  const tensor_view<const T, 4> w(args.w_fwd);
+  const auto decays = args.chunk_decay_rows(K);  // per-key decays
+  const row_source<C, K, Th, T> key_rows(keys, b, per_key ? hv : h), w_rows(w, b, hv);
+  const row_source<C, BV, Th, typename R::value_type> value_rows(values, b, hv, v0);
+  const row_source<1, K, Th, float> decay_rows(decays, 0, hv);
   const int end = seq.start + seq.length, chunks = (seq.length + C - 1) / C;
   const auto issue = [&](R& buf, int c) {
     const int t0 = seq.start + c * C, n = min(C, end - t0);
-    load_rows<C, K, Th>(buf.keys[0], R::ldk, keys, b, t0, n, per_key ? hv : h);
-    if constexpr (delta) load_rows<C, K, Th>(buf.w[0], R::ldk, tensor_view<const T, 4>(args.w_fwd), b, t0, n, hv);
-    load_rows<C, BV, Th>(buf.values[0], R::ldv, values, b, t0, n, hv, v0);
-    if constexpr (per_key) load_rows<1, K, Th>(buf.decay, K, args.chunk_decay_rows(K), 0, seq.first_chunk + c, 1, hv);
+    key_rows.issue(buf.keys[0], R::ldk, keys, t0, n);
+    if constexpr (delta) w_rows.issue(buf.w[0], R::ldk, w, t0, n);
+    value_rows.issue(buf.values[0], R::ldv, values, t0, n);
+    if constexpr (per_key) decay_rows.issue(buf.decay, K, decays, seq.first_chunk + c, 1);
     commit_copies();
     if constexpr (per_key) return 0.0f;
     else return lane_gate(args, b, t0, n, hv);
@@ -315,18 +320,25 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   const auto queries = workspace_or_input<per_key>(args.queries_start, args.in.q);
   const auto keys = workspace_or_input<per_key>(args.keys_start, args.in.k);
   const index_t key_head = per_key ? hv : h;
+  const tensor_view<const T, 4> wb(args.w_bwd);
+  const tensor_view<const float, 4> dyl(args.dx_loc);
+  const auto decays = args.chunk_decay_rows(K);  // per-key decays
+  const row_source<C, K, Th, T> query_rows(queries, b, key_head), key_rows(keys, b, key_head), wb_rows(wb, b, hv);
+  const row_source<C, BV, Th, T> dout_rows(args.dout, b, hv, v0);
+  const row_source<C, BV, Th, float> dyl_rows(dyl, b, hv, v0);
+  const row_source<1, K, Th, float> decay_rows(decays, 0, hv);
   float beta_next = 0.0f;  // beta of the lane's token (delta family)
   const auto issue = [&](R& buf, int c) {
     const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);
     if constexpr (delta) beta_next = lane_beta(args, b, t0, n, hv);
-    load_rows<C, K, Th>(buf.queries[0], R::ldk, queries, b, t0, n, key_head);
-    load_rows<C, BV, Th>(buf.dout[0], R::ldo, args.dout, b, t0, n, hv, v0);
+    query_rows.issue(buf.queries[0], R::ldk, queries, t0, n);
+    dout_rows.issue(buf.dout[0], R::ldo, args.dout, t0, n);
     if constexpr (delta) {
-      load_rows<C, K, Th>(buf.keys[0], R::ldk, keys, b, t0, n, key_head);
-      load_rows<C, K, Th>(buf.wb[0], R::ldk, tensor_view<const T, 4>(args.w_bwd), b, t0, n, hv);
-      load_rows<C, BV, Th>(buf.dxl[0], R::ldx, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv, v0);
+      key_rows.issue(buf.keys[0], R::ldk, keys, t0, n);
+      wb_rows.issue(buf.wb[0], R::ldk, wb, t0, n);
+      dyl_rows.issue(buf.dxl[0], R::ldx, dyl, t0, n);
     }
-    if constexpr (per_key) load_rows<1, K, Th>(buf.decay, K, args.chunk_decay_rows(K), 0, seq.first_chunk + c, 1, hv);
+    if constexpr (per_key) decay_rows.issue(buf.decay, K, decays, seq.first_chunk + c, 1);
     commit_copies();
     if constexpr (per_key) return 0.0f;
     else return lane_gate(args, b, t0, n, hv);
