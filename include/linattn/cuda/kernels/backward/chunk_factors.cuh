@@ -21,6 +21,8 @@
 #include "../../tile/tile_product.cuh"
 #include "../../tile/scalar.cuh"
 #include "../../tile/warp_sums.cuh"
+#include "../../../rules/gated_delta.hpp"
+#include "../../../rules/scalar_decay.hpp"
 #include "../rule_coefficients.cuh"
 #include "backward_args.cuh"
 
@@ -243,6 +245,57 @@ __device__ float lane_gate(const backward_args<Rule, T>& args, index_t b, index_
   const int r = int(threadIdx.x) % 32;
   return r < n ? log_gate<Rule, T>(args.in, b, t0 + r, hv) : 0.0f;
 }
+
+/// A log gate as loaded by a sequential pass a chunk ahead: the bits of its stored element
+/// (fp32, or 16-bit T for fla's mixed precision's other case), decoded by value() where the
+/// pass uses it. Decoded where it was loaded (either_view converts as it reads), the state
+/// passes waited for the load in full on every chunk: a quarter of their stall samples at
+/// B1·T8192·H16 (bench/cuda/NOTES.md).
+template <class T>
+struct gate_ahead {
+  std::uint32_t bits = 0;  // 0: the gate 0 (past the chunk's tokens)
+  bool wide = true;        // fp32 bits, else T's
+  __device__ float value() const {
+    float g = __uint_as_float(bits);
+    if constexpr (sizeof(T) == 2) {
+      if (!wide) g = to_float(__builtin_bit_cast(T, static_cast<std::uint16_t>(bits)));
+    }
+    return floored_log_gate(g);
+  }
+};
+
+/// Rules whose log gate is their input g as it is, which gate_ahead loads by its bits.
+template <class Rule>
+inline constexpr bool gate_is_input_g = std::is_same_v<Rule, ScalarDecay> || std::is_same_v<Rule, GatedDelta>;
+
+/// Lane r's log gate of the chunk (0 past its n tokens), loaded for use a chunk later: a
+/// gate_ahead for the rules that read g as it is, else lane_gate's value.
+template <class Rule, class T>
+__device__ auto lane_gate_ahead(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
+  if constexpr (gate_is_input_g<Rule>) {
+    const auto& g = args.in.g;
+    const int r = int(threadIdx.x) % 32;
+    gate_ahead<T> x;
+    if constexpr (std::is_same_v<T, float>) {
+      if (r < n) x.bits = __float_as_uint(g(b, t0 + r, hv));
+    } else {
+      const index_t at = b * g.stride(0) + (t0 + r) * g.stride(1) + hv * g.stride(2);
+      x.wide = g.wide();
+      if (r < n) x.bits = x.wide ? __float_as_uint(static_cast<const float*>(g.data())[at])
+                                 : __builtin_bit_cast(std::uint16_t, static_cast<const T*>(g.data())[at]);
+    }
+    return x;
+  } else {
+    return lane_gate(args, b, t0, n, hv);
+  }
+}
+
+/// A gate from lane_gate_ahead as lane_gate gives it (fp32, floored).
+template <class T>
+__device__ float gate_value(const gate_ahead<T>& g) {
+  return g.value();
+}
+__device__ inline float gate_value(float g) { return g; }
 
 /// Lane r's beta as pass 1 wrote it (delta family), 0 past the chunk's n tokens.
 template <class Rule, class T>

@@ -254,14 +254,15 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     if constexpr (per_key) decay_rows.issue(buf.decay, K, decays, seq.first_chunk + c, 1);
     commit_copies();
     if constexpr (per_key) return 0.0f;
-    else return lane_gate(args, b, t0, n, hv);
+    else return lane_gate_ahead(args, b, t0, n, hv);
   };
-  float gate_next = chunks > 0 ? issue(storage.forward[0], 0) : 0.0f;
+  using gate_raw = decltype(issue(storage.forward[0], 0));
+  gate_raw gate_next = chunks > 0 ? issue(storage.forward[0], 0) : gate_raw{};
   const ldm_lane kl = ldm_lane::kn_tiles(lane);
   for (int c = 0; c < chunks; ++c) {
     wait_copies<0>();
     __syncthreads();  // chunk c's rows are in; every warp is done with chunk c - 1's buffer
-    const float gate = gate_next;
+    const float gate = gate_value(gate_next);
     if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], c + 1);
     const R& buf = storage.forward[c % 2];
     state_type* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
@@ -341,16 +342,17 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     if constexpr (per_key) decay_rows.issue(buf.decay, K, decays, seq.first_chunk + c, 1);
     commit_copies();
     if constexpr (per_key) return 0.0f;
-    else return lane_gate(args, b, t0, n, hv);
+    else return lane_gate_ahead(args, b, t0, n, hv);
   };
   const int chunks = (seq.length + C - 1) / C;
-  float gate_next = chunks > 0 ? issue(storage.reverse[0], chunks - 1) : 0.0f;
+  using gate_raw = decltype(issue(storage.reverse[0], 0));
+  gate_raw gate_next = chunks > 0 ? issue(storage.reverse[0], chunks - 1) : gate_raw{};
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
   for (int step = 0; step < chunks; ++step) {
     const int c = chunks - 1 - step;
     wait_copies<0>();
     __syncthreads();  // chunk c's rows are in; every warp is done with the previous buffer
-    const float gate = gate_next, beta = beta_next;
+    const float gate = gate_value(gate_next), beta = beta_next;
     if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
     const R& buf = storage.reverse[step % 2];
     state_type* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
