@@ -247,8 +247,8 @@ __device__ float lane_gate(const backward_args<Rule, T>& args, index_t b, index_
 }
 
 /// A log gate as loaded by a sequential pass a chunk ahead: the bits of its stored element
-/// (fp32, or 16-bit T for fla's mixed precision's other case), decoded by value() where the
-/// pass uses it. Decoded where it was loaded (either_view converts as it reads), the state
+/// (fp32, or the 16-bit input type T: a coefficient view holds either), decoded by value()
+/// where the pass uses it. Decoded where it was loaded (either_view converts as it reads), the state
 /// passes waited for the load in full on every chunk: a quarter of their stall samples at
 /// B1·T8192·H16 (bench/cuda/NOTES.md).
 template <class T>
