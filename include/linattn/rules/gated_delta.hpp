@@ -17,6 +17,7 @@ struct GatedDelta : input_beta {
   static constexpr const char* name = "GatedDelta";
   using family = householder_family;
   static constexpr decay_kind decay = decay_kind::scalar;
+  static constexpr bool log_gate_is_g = true;  // log_gate is in.g as stored (the CUDA backward loads it ahead)
 
   template <class T>
   struct inputs {

@@ -15,6 +15,7 @@ struct ScalarDecay {
   static constexpr const char* name = "ScalarDecay";
   using family = additive_family;
   static constexpr decay_kind decay = decay_kind::scalar;
+  static constexpr bool log_gate_is_g = true;  // log_gate is in.g as stored (the CUDA backward loads it ahead)
 
   template <class T>
   struct inputs {

@@ -21,8 +21,6 @@
 #include "../../tile/tile_product.cuh"
 #include "../../tile/scalar.cuh"
 #include "../../tile/warp_sums.cuh"
-#include "../../../rules/gated_delta.hpp"
-#include "../../../rules/scalar_decay.hpp"
 #include "../rule_coefficients.cuh"
 #include "backward_args.cuh"
 
@@ -264,9 +262,10 @@ struct gate_ahead {
   }
 };
 
-/// Rules whose log gate is their input g as it is, which gate_ahead loads by its bits.
+/// Rules whose log gate is their input g as stored (they say so: `log_gate_is_g`), which
+/// gate_ahead loads by its bits.
 template <class Rule>
-inline constexpr bool gate_is_input_g = std::is_same_v<Rule, ScalarDecay> || std::is_same_v<Rule, GatedDelta>;
+inline constexpr bool gate_is_input_g = requires { requires Rule::log_gate_is_g; };
 
 /// Lane r's log gate of the chunk (0 past its n tokens), loaded for use a chunk later: a
 /// gate_ahead for the rules that read g as it is, else lane_gate's value.
