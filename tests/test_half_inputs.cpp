@@ -6,7 +6,9 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "support/backward_harness.hpp"
@@ -356,4 +358,29 @@ TEST_CASE("16-bit inputs with float gates: bad gates are rejected, naming the ar
   CHECK(m.find("overlaps input 'beta'") != std::string::npos);
   CHECK(untouched());
   CHECK(std::all_of(beta.begin(), beta.end(), [](float b) { return b == 0.5f; }));
+}
+
+TEMPLATE_TEST_CASE("a coefficient loaded ahead reads as the view reads it, stored in either type", "[half][mixed]",
+                   Eigen::bfloat16, Eigen::half) {
+  using X = TestType;
+  const index_t B = 2, T = 7, H = 3;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> wide(std::size_t(B * T * H * 2));  // every second token: a strided view
+  std::vector<X> narrow(wide.size());
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = normal(rng), narrow[i] = X(normal(rng));
+  const std::array<index_t, 3> extents{B, T, H}, strides{T * 2 * H, 2 * H, 1};
+  const la::coefficient_view<X, 3> views[] = {la::tensor_view<const float, 3>(wide.data(), extents, strides),
+                                              la::tensor_view<const X, 3>(narrow.data(), extents, strides)};
+  for (const auto& x : views)
+    for (index_t b = 0; b < B; ++b)
+      for (index_t t = 0; t < T; ++t)
+        for (index_t h = 0; h < H; ++h) {
+          const auto ahead = la::load_ahead(x, b, t, h);
+          CHECK(ahead.wide == x.wide());
+          CHECK(la::value_of(ahead) == x(b, t, h));
+        }
+  CHECK(la::value_of(decltype(la::load_ahead(views[1], 0, 0, 0)){}) == 0.0f);  // the default reads as 0
+  const la::tensor_view<const float, 3> plain(wide.data(), extents, strides);
+  CHECK(la::value_of(la::load_ahead(plain, 1, 6, 2)) == plain(1, 6, 2));
 }

@@ -8,6 +8,7 @@
 /// no conversion pass runs over the caller's tensors.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
 #include "config.hpp"
@@ -15,6 +16,22 @@
 #include "tensor_view.hpp"
 
 namespace linattn {
+
+/// An element of an either_view as loaded and not yet converted: the bits it is stored in and
+/// whether they are the wide type's. A kernel that loads a coefficient well before it uses it
+/// keeps this, so that the load overlaps the work between; `value()` converts where the value
+/// is needed. (either_view's read converts at once, so its caller waits for the load there.)
+template <class Narrow, class Wide>
+struct stored_element {
+  static_assert(sizeof(Narrow) == 2 && sizeof(Wide) == 4, "stored_element: a 16-bit narrow and a 32-bit wide type");
+  std::uint32_t bits = 0;  // the default reads as 0
+  bool wide = true;
+  /// The element as either_view's read gives it.
+  LINATTN_HOST_DEVICE Wide value() const {
+    if (wide) return __builtin_bit_cast(Wide, bits);
+    return static_cast<Wide>(__builtin_bit_cast(Narrow, static_cast<std::uint16_t>(bits)));
+  }
+};
 
 /// A view whose elements are stored either as `Narrow` or as `Wide` (both const or both
 /// mutable), chosen by the view it is made from; reads give a `Wide` value, `store` converts a
@@ -66,6 +83,14 @@ class either_view : public detail::view_layout<Rank> {
     if (wide_) return static_cast<const Wide*>(data_)[off];
     return static_cast<wide_t>(static_cast<const Narrow*>(data_)[off]);
   }
+  /// The element at idx as stored, converted later by its value() (stored_element).
+  template <class... I>
+    requires(sizeof...(I) == Rank)
+  LINATTN_HOST_DEVICE stored_element<narrow_t, wide_t> stored(I... idx) const {
+    const index_t off = this->offset(idx...);
+    if (wide_) return {__builtin_bit_cast(std::uint32_t, static_cast<const Wide*>(data_)[off]), true};
+    return {__builtin_bit_cast(std::uint16_t, static_cast<const Narrow*>(data_)[off]), false};
+  }
   /// Writes x at idx, rounded to the stored type.
   template <class... I>
     requires(sizeof...(I) == Rank && !std::is_const_v<Narrow>)
@@ -95,6 +120,25 @@ using coefficient_view = std::conditional_t<detail::narrow_input<T>, either_view
 template <class T, int Rank>
 using coefficient_gradient_view =
     std::conditional_t<detail::narrow_input<T>, either_view<T, state_t<T>, Rank>, tensor_view<T, Rank>>;
+
+/// x(idx...) loaded for a later read: an either_view's element as stored (stored_element), a
+/// plain view's element itself. value_of gives its value, as x(idx...) would have.
+template <class T, int Rank, class... I>
+LINATTN_HOST_DEVICE inline std::remove_cv_t<T> load_ahead(const tensor_view<T, Rank>& x, I... idx) {
+  return x(idx...);
+}
+template <class N, class W, int Rank, class... I>
+LINATTN_HOST_DEVICE inline auto load_ahead(const either_view<N, W, Rank>& x, I... idx) {
+  return x.stored(idx...);
+}
+template <class X>
+LINATTN_HOST_DEVICE inline X value_of(X x) {
+  return x;
+}
+template <class N, class W>
+LINATTN_HOST_DEVICE inline W value_of(const stored_element<N, W>& x) {
+  return x.value();
+}
 
 /// out(idx...) = x, rounded to out's element type (for either kind of view).
 template <class T, int Rank, class X, class... I>

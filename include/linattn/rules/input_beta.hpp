@@ -14,6 +14,7 @@
 namespace linattn {
 
 struct input_beta {
+  static constexpr bool beta_is_input = true;  // beta is in.beta as stored (the CUDA backward loads it ahead)
   /// Step size of token t (the key's squared norm is unused).
   template <class T, class A, template <class> class Inputs>
   LINATTN_HOST_DEVICE static A beta(const Inputs<T>& in, index_t b, index_t t, index_t hv, A /*key_sqnorm*/) {

@@ -244,57 +244,59 @@ __device__ float lane_gate(const backward_args<Rule, T>& args, index_t b, index_
   return r < n ? log_gate<Rule, T>(args.in, b, t0 + r, hv) : 0.0f;
 }
 
-/// A log gate as loaded by a sequential pass a chunk ahead: the bits of its stored element
-/// (fp32, or the 16-bit input type T: a coefficient view holds either), decoded by value()
-/// where the pass uses it. Decoded where it was loaded (either_view converts as it reads), the state
-/// passes waited for the load in full on every chunk: a quarter of their stall samples at
-/// B1·T8192·H16 (bench/cuda/NOTES.md).
-template <class T>
-struct gate_ahead {
-  std::uint32_t bits = 0;  // 0: the gate 0 (past the chunk's tokens)
-  bool wide = true;        // fp32 bits, else T's
-  __device__ float value() const {
-    float g = __uint_as_float(bits);
-    if constexpr (sizeof(T) == 2) {
-      if (!wide) g = to_float(__builtin_bit_cast(T, static_cast<std::uint16_t>(bits)));
-    }
-    return floored_log_gate(g);
-  }
+/// A lane's coefficient of the chunk loaded ahead of its use: `raw` as load_ahead gives it (a
+/// 16-bit input's coefficient as its stored bits, coefficient_view.hpp), converted by value()
+/// where the kernel uses it. Converted where it was loaded, a kernel waits for the load there:
+/// the state passes did on every chunk (a quarter of their stall samples at B1·T8192·H16),
+/// pass 4 and pass 1 on beta's load after their first barrier (bench/cuda/NOTES.md).
+template <class E>
+struct lane_ahead {
+  E raw{};  // the default reads as 0 (past the chunk's tokens)
+  __device__ float value() const { return float(value_of(raw)); }
 };
 
 /// Rules whose log gate is their input g as stored (they say so: `log_gate_is_g`), which
-/// gate_ahead loads by its bits.
+/// lane_gate_ahead loads by its bits.
 template <class Rule>
 inline constexpr bool gate_is_input_g = requires { requires Rule::log_gate_is_g; };
 
-/// Lane r's log gate of the chunk (0 past its n tokens), loaded for use a chunk later: a
-/// gate_ahead for the rules that read g as it is, else lane_gate's value.
+/// Rules whose beta is their input beta as stored, whatever the key's norm (`beta_is_input`),
+/// which lane_beta_ahead loads by its bits.
+template <class Rule>
+inline constexpr bool beta_is_input = requires { requires Rule::beta_is_input; };
+
+/// A log gate loaded ahead: floored where it is used, as lane_gate gives it.
+template <class E>
+struct gate_ahead : lane_ahead<E> {
+  __device__ float value() const { return floored_log_gate(lane_ahead<E>::value()); }
+};
+
+/// Lane r's log gate of the chunk (0 past its n tokens), loaded for use later: the stored
+/// element for the rules that read g as it is, else lane_gate's value (already floored).
 template <class Rule, class T>
 __device__ auto lane_gate_ahead(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
+  const int r = int(threadIdx.x) % 32;
   if constexpr (gate_is_input_g<Rule>) {
-    const auto& g = args.in.g;
-    const int r = int(threadIdx.x) % 32;
-    gate_ahead<T> x;
-    if constexpr (std::is_same_v<T, float>) {
-      if (r < n) x.bits = __float_as_uint(g(b, t0 + r, hv));
-    } else {
-      const index_t at = b * g.stride(0) + (t0 + r) * g.stride(1) + hv * g.stride(2);
-      x.wide = g.wide();
-      if (r < n) x.bits = x.wide ? __float_as_uint(static_cast<const float*>(g.data())[at])
-                                 : __builtin_bit_cast(std::uint16_t, static_cast<const T*>(g.data())[at]);
-    }
-    return x;
+    using E = decltype(load_ahead(args.in.g, b, t0, hv));
+    return gate_ahead<E>{{r < n ? load_ahead(args.in.g, b, t0 + r, hv) : E{}}};
   } else {
-    return lane_gate(args, b, t0, n, hv);
+    return gate_ahead<float>{{lane_gate(args, b, t0, n, hv)}};
   }
 }
 
-/// A gate from lane_gate_ahead as lane_gate gives it (fp32, floored).
-template <class T>
-__device__ float gate_value(const gate_ahead<T>& g) {
-  return g.value();
+/// Lane r's beta of the chunk (0 past its n tokens) loaded for chunk_betas, for the rules whose
+/// beta is an input; the others' beta depends on the key's norm, which chunk_betas computes
+/// first (then nothing is loaded ahead).
+template <class Rule, class T>
+__device__ auto lane_beta_ahead(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
+  if constexpr (beta_is_input<Rule>) {
+    const int r = int(threadIdx.x) % 32;
+    using E = decltype(load_ahead(args.in.beta, b, t0, hv));
+    return lane_ahead<E>{r < n ? load_ahead(args.in.beta, b, t0 + r, hv) : E{}};
+  } else {
+    return lane_ahead<float>{};
+  }
 }
-__device__ inline float gate_value(float g) { return g; }
 
 /// Lane r's beta as pass 1 wrote it (delta family), 0 past the chunk's n tokens.
 template <class Rule, class T>
@@ -347,12 +349,13 @@ __device__ inline float decay_between(const chunk_coefficients& cf, int r, int i
 }
 
 /// ||k_r||^2 and beta_r of the chunk's rows from its key tile: warp w takes rows w, w + warps,
-/// ... (a warp sum each), lane i keeping the norm of its i-th row, then its lanes read those
-/// rows' betas at once, so that their loads wait one memory latency, not one per row. The
-/// caller synchronises.
-template <int K, class Rule, class T, class E>
+/// ... (a warp sum each), lane i keeping the norm of its i-th row. The rules whose beta is an
+/// input take it from `ahead` (lane_beta_ahead, loaded with the chunk's rows: lane r holds
+/// token r's); the others' lanes then read their rows' betas at once, so that those loads wait
+/// one memory latency, not one per row. The caller synchronises.
+template <int K, class Rule, class T, class E, class B>
 __device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficients& cf, const E* keys, int ldk,
-                            index_t b, index_t t0, int n, index_t hv) {
+                            index_t b, index_t t0, int n, index_t hv, const lane_ahead<B>& ahead) {
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, warps = int(blockDim.x) / 32;
   float mine = 0.0f;  // ||k||^2 of the warp's row `lane`
   int rows = 0;
@@ -365,10 +368,13 @@ __device__ void chunk_betas(const backward_args<Rule, T>& args, chunk_coefficien
     kk = warp_sum(kk);
     if (lane == rows) mine = kk;
   }
+  const int r = warp + lane * warps;  // the lane's row, where lane < rows
+  float beta = 0.0f;
+  if constexpr (beta_is_input<Rule>) beta = __shfl_sync(0xffffffffu, ahead.value(), r % 32);
   if (lane < rows) {
-    const int r = warp + lane * warps;
     cf.sq[r] = mine;
-    cf.beta[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, mine) : 0.0f;
+    if constexpr (beta_is_input<Rule>) cf.beta[r] = beta;
+    else cf.beta[r] = r < n ? write_strength<Rule, T>(args.in, b, t0 + r, hv, mine) : 0.0f;
   }
 }
 

@@ -170,8 +170,10 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   const auto &queries = std::get<0>(operands), &keys = std::get<1>(operands), &douts = std::get<2>(operands);
   const float qscale = exact_rows ? args.scale : 1.0f;
 
-  // the value head's log gates (warp 0, one token per lane) and rows, issued ahead
-  float gate = warp == 0 ? lane_gate(args, b, t0, n, h * args.group) : 0.0f;
+  // the value head's log gates (warp 0, one token per lane), betas (every warp) and rows, issued ahead
+  using gate_type = decltype(lane_gate_ahead(args, b, t0, n, h * args.group));
+  gate_type gate = warp == 0 ? lane_gate_ahead(args, b, t0, n, h * args.group) : gate_type{};
+  [[maybe_unused]] auto beta = lane_beta_ahead(args, b, t0, n, h * args.group);
   chunk_rows<V, S::threads, T> vr, dr;
   vr.issue(args.in.v, b, t0, n, h * args.group), dr.issue(args.dout, b, t0, n, h * args.group);
   {
@@ -188,14 +190,13 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
     pieces.issue(H0, 0);  // in flight over the scores
     if constexpr (delta) issue_hand_over<C, V, S::threads>(s.u[0], s.dy[0], ldv, args, b, t0, n, hv);  // U, dY
-    chunk_decays(gate, s.cf);
+    chunk_decays(gate.value(), s.cf);
     vr.store(s.x[0], ldv);
     if constexpr (exact_rows) dr.store_as_loaded(s.in.dout[0], s.in.ldv);
     else dr.store(s.in.dout[0], ldv);
-    if constexpr (delta) wait_copies<0>();
     __syncthreads();
     if constexpr (delta) {
-      chunk_betas<K>(args, s.cf, keys.p, keys.ld, b, t0, n, hv);
+      chunk_betas<K>(args, s.cf, keys.p, keys.ld, b, t0, n, hv, beta);
       chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr, stage, qscale);
     } else {
       chunk_scores<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], stage, qscale);
@@ -208,6 +209,10 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
          douts.ld, queries.bf16_rows(), queries.ld, qscale},
         stage);
     const float* u = delta ? s.u[0] : s.x[0];
+    if constexpr (delta) {  // U and dY (read from here on), in flight over the scores and the phase with H0
+      wait_copies<0>();
+      __syncthreads();
+    }
     // with dH: dU = diag(e) K dH (additive; then + P^T dO); dK = diag(e) U dH^T (the state
     // write) and its dg term; with the bf16 staging, each warp's part of <dH, H0> (gated rules)
     // as dH is staged
@@ -332,7 +337,10 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         if (lane < n) store_value(args.grads.dg, suffix + (end + (lane > 0 ? w_before : 0.0f)), b, t0 + lane, hv);
       }
     }
-    if (warp == 0 && hv + 1 < (h + 1) * args.group) gate = lane_gate(args, b, t0, n, hv + 1);
+    if (hv + 1 < (h + 1) * args.group) {
+      if (warp == 0) gate = lane_gate_ahead(args, b, t0, n, hv + 1);
+      beta = lane_beta_ahead(args, b, t0, n, hv + 1);
+    }
     __syncthreads();
   }
   store_tile<K>(args.grads.dq, s.dq[0], ldk, b, t0, n, h, args.scale);

@@ -84,19 +84,20 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   const float* dH = args.state_at(args.state_grads, ci, hv, K, V);
   const float* bt = s.b[0];
 
+  [[maybe_unused]] const auto beta = lane_beta_ahead(args, b, t0, n, hv);  // in flight over the rows' stores
   {
     chunk_input_rows<K, V, S::threads, T> rows;
     key_gate_rows<K, S::threads> gr;
     rows.issue(args, b, t0, n, hv);
     gr.issue(args, b, t0, n, hv);
-    if constexpr (delta) issue_hand_over<C, V, S::threads>(s.u[0], s.dy[0], ldv, args, b, t0, n, hv);  // U, dY
+    // U and dY: read first by dP = dO U^T, so their copies stay in flight over the scores
+    if constexpr (delta) issue_hand_over<C, V, S::threads>(s.u[0], s.dy[0], ldv, args, b, t0, n, hv);
     rows.store(s.q[0], s.k[0], ldk, s.x[0], s.dout[0], ldv, args.scale);
     gr.store(s.b[0], ldk);
-    if constexpr (delta) wait_copies<0>();
   }
   __syncthreads();
   column_cumsum<K>(s.b[0], ldk);
-  if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv);
+  if constexpr (delta) chunk_betas<K>(args, s.cf, s.k[0], ldk, b, t0, n, hv, beta);
   // <dH_d, H0_d> per key row, one warp per row (a fixed order of sums)
   for (int d = warp; d < K; d += S::warps) {
     float acc = 0.0f;
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(chunk_gradients_per_key_storage<K, V, corrects
   __syncthreads();
   key_scores<K>(s.q[0], s.k[0], bt, ldk, s.p[0], delta ? s.g[0] : nullptr, delta);
   if constexpr (!delta) key_decayed<K>(s.dkm[0], s.k[0], ldk, bt, true);  // K ⊙ E
+  if constexpr (delta) wait_copies<0>();  // U and dY are in after the barrier
   __syncthreads();
   const float(*u)[ldv] = delta ? s.u : s.x;
   if constexpr (!delta) {  // dU = (K ⊙ E) dH + P^T dO

@@ -64,6 +64,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   const auto [b, t0, hv, n] = args.block_chunk();
   float* stage = s.stage[0];
 
+  const auto beta = lane_beta_ahead(args, b, t0, n, hv);  // in flight over the rows' stores and the barrier
   {
     chunk_input_rows<K, V, S::threads, T> rows;
     rows.issue(args, b, t0, n, hv);
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
     else rows.store(s.queries[0], s.keys[0], S::ldk, s.values[0], s.dout[0], S::ldv, args.scale);
   }
   __syncthreads();
-  chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
+  chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv, beta);
   chunk_scores_gram<P, K>(s.queries[0], S::ldk, s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage,
                           S::exact_rows ? args.scale : 1.0f);
   chunk_solve(s.cf, s.cr);
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   const auto [b, t0, hv, n] = args.block_chunk();
   float* stage = s.stage[0];
 
+  const auto beta = lane_beta_ahead(args, b, t0, n, hv);  // in flight over the rows' stores and the barrier
   {
     chunk_input_rows<K, V, S::threads, T> rows;
     key_gate_rows<K, S::threads> gr;
@@ -117,7 +119,7 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   }
   __syncthreads();
   column_cumsum<K>(s.b[0], S::ldk);
-  chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv);
+  chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv, beta);
   __syncthreads();
   key_scores<K>(s.queries[0], s.keys[0], s.b[0], S::ldk, s.p[0], s.cr.g[0], true);
   // The queries are read only by the scores: their tile then holds the decayed keys, which keeps

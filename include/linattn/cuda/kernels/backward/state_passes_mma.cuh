@@ -253,7 +253,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     value_rows.issue(buf.values[0], R::ldv, values, t0, n);
     if constexpr (per_key) decay_rows.issue(buf.decay, K, decays, seq.first_chunk + c, 1);
     commit_copies();
-    if constexpr (per_key) return 0.0f;
+    if constexpr (per_key) return gate_ahead<float>{};
     else return lane_gate_ahead(args, b, t0, n, hv);
   };
   using gate_raw = decltype(issue(storage.forward[0], 0));
@@ -262,7 +262,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
   for (int c = 0; c < chunks; ++c) {
     wait_copies<0>();
     __syncthreads();  // chunk c's rows are in; every warp is done with chunk c - 1's buffer
-    const float gate = gate_value(gate_next);
+    const float gate = gate_next.value();
     if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], c + 1);
     const R& buf = storage.forward[c % 2];
     state_type* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
@@ -341,7 +341,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     }
     if constexpr (per_key) decay_rows.issue(buf.decay, K, decays, seq.first_chunk + c, 1);
     commit_copies();
-    if constexpr (per_key) return 0.0f;
+    if constexpr (per_key) return gate_ahead<float>{};
     else return lane_gate_ahead(args, b, t0, n, hv);
   };
   const int chunks = (seq.length + C - 1) / C;
@@ -352,7 +352,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     const int c = chunks - 1 - step;
     wait_copies<0>();
     __syncthreads();  // chunk c's rows are in; every warp is done with the previous buffer
-    const float gate = gate_value(gate_next), beta = beta_next;
+    const float gate = gate_next.value(), beta = beta_next;
     if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
     const R& buf = storage.reverse[step % 2];
     state_type* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
