@@ -123,9 +123,9 @@ TEMPLATE_TEST_CASE("cuda decode_step token by token matches the float64 referenc
   std::mt19937_64 rng(7);
   const shape_case sc{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
   // The token kernel's grid (host/plan.cuh, token_plan): 8 warps a block below one block of 32
-  // value columns per multiprocessor, 4 above; from 64 blocks per multiprocessor on (rules
-  // without per-key decays), one dimension with the slabs of a head adjacent. 640 blocks, then
-  // just past 64 per multiprocessor.
+  // value columns per multiprocessor, 4 above; from 8 blocks per multiprocessor on (rules
+  // without per-key decays), one dimension with the slabs of a head adjacent. 640 blocks (under
+  // 8 per multiprocessor on a GPU of 80 or more), then just past 64 per multiprocessor.
   const int sms = cuda_tests::multiprocessors();
   const shape_case wide{"B40 T2 H2 HV4 K64 V128, two decode steps, 640 blocks", {40, 2, 2, 4, 64, 128}, {}, {}};
   const shape_case waves{"B(16 SMs + 1) T2 H1 HV2 K64 V64, two decode steps, 64 blocks per multiprocessor",

@@ -201,12 +201,14 @@ struct token_plan {
       : slots(p), grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
     const index_t blocks = p.N * p.HV * (p.V / 32);
     warps = blocks < sms ? 8 : 4;
-    // A grid of many waves (64 blocks per multiprocessor and more, 8 resident at a time) streams
-    // its states best with the slabs of a head adjacent: measured on an H200, GatedDelta decode
-    // at B = 256 (H = 16, K = V = 128) 164 -> 141 us. Below that the three-dimensional grid was
-    // as fast (B <= 64). Per-key decays were slower with it (KDA at B = 256: 205 us; 172 with
-    // the three-dimensional grid in an earlier run), so their calls pass `slabs_ok` false.
-    if (slabs_ok && warps == 4 && blocks >= 64 * sms && blocks <= index_t(INT32_MAX)) {
+    // A grid of a full wave and more (8 blocks per multiprocessor resident at a time) streams its
+    // states best with the slabs of a head adjacent: GatedDelta decode (H = 16, K = V = 128) at
+    // B = 256 on an H200, 164 -> 141 us; in a decode loop on an H100, 1.26 -> 1.23-1.24x the
+    // state's memory floor at B = 32 and 1.20 -> 1.13-1.14x at B = 64, level at B = 16, and
+    // 1.45 -> 1.47x at B = 8 (half a wave: not taken there). Per-key decays are slower with it
+    // (KDA on the H100: 1.32 -> 1.58x at B = 32, 1.23 -> 1.37x at B = 256), so their calls pass
+    // `slabs_ok` false.
+    if (slabs_ok && warps == 4 && blocks >= 8 * sms && blocks <= index_t(INT32_MAX)) {
       slabs_adjacent = true;
       grid = dim3(unsigned(blocks));
     }
