@@ -275,8 +275,8 @@ struct gate_ahead : lane_ahead<E> {
 /// element for the rules that read g as it is, else lane_gate's value (already floored).
 template <class Rule, class T>
 __device__ auto lane_gate_ahead(const backward_args<Rule, T>& args, index_t b, index_t t0, int n, index_t hv) {
-  const int r = int(threadIdx.x) % 32;
   if constexpr (gate_is_input_g<Rule>) {
+    const int r = int(threadIdx.x) % 32;
     using E = decltype(load_ahead(args.in.g, b, t0, hv));
     return gate_ahead<E>{{r < n ? load_ahead(args.in.g, b, t0 + r, hv) : E{}}};
   } else {
