@@ -344,18 +344,32 @@ row decode_per_key(int B, int H, int D, int reps, double bw) {
   return {std::string(Rule::name) + " bf16+fp32 g decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
 }
 
-/// Decode (bf16 inputs, fp32 states in place; KDA, VectorDecay: fp32 per-key log gates, as
-/// decode_per_key) in a loop over L layers' states, per step (per_step_ms); the floor is one
-/// step's state read and written once.
+/// The decode inputs of any CUDA rule from x's buffers: bf16 q, k, v; a scalar log gate g and
+/// beta as x holds them (Longhorn's delta is x's beta, in (0, 1)); per-key log gates from `g`
+/// [B, T, H, D] (fp32) where the rule takes them.
+template <class Rule>
+typename Rule::template inputs<E> rule_inputs(const gated_delta_buffers& x, float* g) {
+  if constexpr (Rule::decay == la::decay_kind::vector) {
+    return per_key_inputs<Rule>(x, g);
+  } else {
+    const auto base = x.inputs();
+    typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
+    if constexpr (requires { in.g; }) in.g = base.g;
+    if constexpr (requires { in.beta; }) in.beta = base.beta;
+    if constexpr (requires { in.delta; }) in.delta = base.beta;
+    return in;
+  }
+}
+
+/// Decode of any CUDA rule (bf16 inputs, fp32 states in place; per-key decays: fp32 log gates
+/// and beta, as decode_per_key) in a loop over L layers' states, per step (per_step_ms); the
+/// floor is one step's state read and written once.
 template <class Rule>
 row decode_loop(int B, int H, int D, int reps, double bw) {
-  constexpr bool per_key = !std::is_same_v<Rule, la::GatedDelta>;
+  constexpr bool per_key = Rule::decay == la::decay_kind::vector;
   const gated_delta_buffers x(B, 1, H, D, per_key ? 13 : 11, per_key);
   float* g = per_key ? device_random<float>(x.tok * D, 14, fill_kind::log_gate) : nullptr;
-  const auto in = [&] {
-    if constexpr (per_key) return per_key_inputs<Rule>(x, g);
-    else return x.inputs();
-  }();
+  const auto in = rule_inputs<Rule>(x, g);
   const index_t per = index_t(B) * H * D * D;
   const int L = loop_layers(std::size_t(per) * sizeof(float));
   float* states = device_random<float>(L * per, 17, fill_kind::normal);
@@ -367,6 +381,14 @@ row decode_loop(int B, int H, int D, int reps, double bw) {
   return {std::string(Rule::name) + (per_key ? " bf16+fp32 g" : " bf16") + " decode, loop of " + std::to_string(L) +
               " (graph)",
           B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
+}
+
+/// The decode loop of every CUDA rule at one B.
+std::vector<row> decode_loops(int B, int H, int D, int reps, double bw) {
+  return {decode_loop<la::Hebbian>(B, H, D, reps, bw),     decode_loop<la::ScalarDecay>(B, H, D, reps, bw),
+          decode_loop<la::Delta>(B, H, D, reps, bw),       decode_loop<la::GatedDelta>(B, H, D, reps, bw),
+          decode_loop<la::Longhorn>(B, H, D, reps, bw),    decode_loop<la::VectorDecay>(B, H, D, reps, bw),
+          decode_loop<la::KDA>(B, H, D, reps, bw)};
 }
 
 /// The chunkwise forward of a per-key decay rule (VectorDecay / GLA or KDA): bf16 q, k, v with
@@ -487,10 +509,10 @@ int main(int argc, char** argv) {
   std::vector<row> rows;
   const int shapes[][3] = {{1, 8192, 16}, {4, 4096, 16}, {8, 2048, 32}, {2, 16384, 16}, {16, 4096, 32}};
   if (decode_only > 0) {  // for profilers: the decode rows of B = decode_only
-    for (const row& r : {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw),
-                         state_copy(decode_only, 16, 128, reps, bw), decode_loop<la::GatedDelta>(decode_only, 16, 128, reps, bw),
-                         state_copy_loop(decode_only, 16, 128, reps, bw), decode_loop<la::KDA>(decode_only, 16, 128, reps, bw)})
-      std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
+    rows = {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw),
+            state_copy(decode_only, 16, 128, reps, bw), state_copy_loop(decode_only, 16, 128, reps, bw)};
+    for (row& r : decode_loops(decode_only, 16, 128, reps, bw)) rows.push_back(std::move(r));
+    for (const row& r : rows) std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
     return 0;
   }
   // the token kernel over a long sequence: a row of the main job, alone with --recurrent
@@ -532,12 +554,11 @@ int main(int argc, char** argv) {
     rows.push_back(state_copy(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(state_copy_loop(B, 16, 128, std::max(reps, 30), bw));
-    rows.push_back(decode_loop<la::GatedDelta>(B, 16, 128, std::max(reps, 30), bw));
+    for (row& r : decode_loops(B, 16, 128, std::max(reps, 30), bw)) rows.push_back(std::move(r));
     rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
     rows.push_back(decode_per_key<la::KDA>(B, 16, 128, std::max(reps, 100), bw));
-    rows.push_back(decode_loop<la::KDA>(B, 16, 128, std::max(reps, 30), bw));
     rows.push_back(decode_per_key<la::VectorDecay>(B, 16, 128, std::max(reps, 100), bw));
   }
 

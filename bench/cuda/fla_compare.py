@@ -102,6 +102,8 @@ def main():
             continue
         if r["name"].startswith("state copy"):  # a reference row of ours, not a kernel of fla's
             continue
+        if not r["name"].startswith(("GatedDelta", "KDA", "VectorDecay")):  # rules this script has no fla call for
+            continue
         if args.match not in r["name"]:
             continue
         B, T, H, D = r["B"], r["T"], r["H"], r["D"]

@@ -88,7 +88,13 @@ __global__ void __launch_bounds__(32 * W, 32 / W) token_kernel(token_args<Rule, 
   for (int step = 0; step < s.length; ++step) {
     const index_t t = s.start + step;
     const int par = step & 1;
-    for (int i = tid; i < K; i += 32 * W) {
+    // the token's rows, one key per thread and pass, with a trip count known at compile time:
+    // as a loop to blockDim, decode took 2-4 % longer for the scalar decays at B >= 32 and the
+    // per-key ones up to 1.2x longer (bench/cuda/NOTES.md, wave 2 session 38)
+#pragma unroll
+    for (int m = 0; m < (K + 32 * W - 1) / (32 * W); ++m) {
+      const int i = tid + m * 32 * W;
+      if (K % (32 * W) != 0 && i >= K) break;
       qk[par][0][i] = args.scale * to_float(in.q(b, t, h, i));
       qk[par][1][i] = to_float(in.k(b, t, h, i));
       if constexpr (per_key) {
