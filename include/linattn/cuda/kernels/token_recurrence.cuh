@@ -89,8 +89,9 @@ __global__ void __launch_bounds__(32 * W, 32 / W) token_kernel(token_args<Rule, 
     const index_t t = s.start + step;
     const int par = step & 1;
     // the token's rows, one key per thread and pass, with a trip count known at compile time:
-    // as a loop to blockDim, decode took 2-4 % longer for the scalar decays at B >= 32 and the
-    // per-key ones up to 1.2x longer (bench/cuda/NOTES.md, wave 2 session 38)
+    // as a loop to blockDim, decode at B >= 32 took 2-4 % longer for four of the five rules
+    // without per-key decays (Hebbian: 2 % less) and up to 1.2x longer for the per-key ones
+    // (bench/cuda/NOTES.md, wave 2 session 38)
 #pragma unroll
     for (int m = 0; m < (K + 32 * W - 1) / (32 * W); ++m) {
       const int i = tid + m * 32 * W;
