@@ -77,6 +77,17 @@ struct tile_ref {
   }
 };
 
+/// U and dY of the delta family rounded to bf16 once (bf16 inputs), as the A operands of the
+/// products with a state, U dH^T and dY H0^T, read by ldmatrix: rounded as each warp read its
+/// fragments, every element was converted by 8 warps per half of the state. They take dU's
+/// place while it is free: U before dX is formed, dY after dV is stored.
+template <int C, int V>
+struct rounded_hand_over {
+  static constexpr int ld = V + 8;  // 16-byte aligned rows, conflict-free ldmatrix
+  __nv_bfloat16 u[C][ld];           // [C, V]  U
+  __nv_bfloat16 dy[C][ld];          // [C, V]  dY
+};
+
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
@@ -86,7 +97,10 @@ struct chunk_gradients_storage {
   static constexpr int ldc = chunk_corrections::ld;
   float x[C][ldv];     // [C, V]  V
   float u[C][ldv];     // [C, V]  U (delta family, from pass 2)
-  float du[C][ldv];    // [C, V]  dU (additive), dX (delta family): dV
+  union {
+    float du[C][ldv];                  // [C, V]  dU (additive), dX (delta family): dV
+    rounded_hand_over<C, V> rounded;   // bf16 delta family, while du is free
+  };
   float dy[C][ldv];    // [C, V]  dY (delta family, from pass 3)
   float dq[C][ldk];    // [C, K]  dQ summed over the value heads
   float dk[C][ldk];    // [C, K]  dK summed over the value heads
@@ -149,6 +163,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
   constexpr bool resident_h0 = S::staging == state_staging::bf16_halves;  // H0 stays in shared memory
+  constexpr bool rounds_hand_over = delta && std::is_same_v<T, __nv_bfloat16>;  // rounded_hand_over
+  constexpr int ldr = rounded_hand_over<C, V>::ld;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const int ci = int(blockIdx.x), tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
@@ -212,6 +228,10 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if constexpr (delta) {  // U and dY (read from here on), in flight over the scores and the phase with H0
       wait_copies<0>();
       __syncthreads();
+      if constexpr (rounds_hand_over) {  // U as bf16 for the phase with dH
+        round_tile<C, V, S::threads>(s.rounded.u[0], ldr, s.u[0], ldv);
+        __syncthreads();
+      }
     }
     // with dH: dU = diag(e) K dH (additive; then + P^T dO); dK = diag(e) U dH^T (the state
     // write) and its dg term; with the bf16 staging, each warp's part of <dH, H0> (gated rules)
@@ -220,7 +240,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       const state_rows_job du{keys.fp32_rows(), keys.ld, s.du[0], ldv, cf.e, 1.0f, true, keys.bf16_rows(), keys.ld};
       state_phase<S::staging, P, K, V, S::threads>(
           s.st, pieces, state_slot::streamed, dH, nullptr, delta ? nullptr : &du,
-          {u, ldv, s.dk[0], keys.fp32_rows(), ldk, cf.e, 1.0f, s.w, false, nullptr, 0, keys.bf16_rows(), keys.ld},
+          {u, ldv, s.dk[0], keys.fp32_rows(), ldk, cf.e, 1.0f, s.w, false, rounds_hand_over ? s.rounded.u[0] : nullptr,
+           ldr, keys.bf16_rows(), keys.ld},
           stage, gated && resident_h0 ? s.red : nullptr);
     }
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal (additive: and
@@ -295,10 +316,14 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if constexpr (delta) {
       // with H0 again (resident with the bf16 staging): W = dY H0^T, dK -= diag(beta Gam) W with
       // its dg term, K_r . W_r for dbeta; then (dG + dG^T) K and beta's dependence on ||k||^2
+      if constexpr (rounds_hand_over) {  // dY as bf16 (dV is stored: du is free again)
+        round_tile<C, V, S::threads>(s.rounded.dy[0], ldr, s.dy[0], ldv);
+        __syncthreads();
+      }
       state_phase<S::staging, P, K, V, S::threads>(
           s.st, pieces, state_slot::resident, H0, nullptr, nullptr,
-          {s.dy[0], ldv, s.dk[0], keys.fp32_rows(), ldk, s.beta_gam, -1.0f, s.dgv, true, nullptr, 0, keys.bf16_rows(),
-           keys.ld, 1.0f, s.key_w},
+          {s.dy[0], ldv, s.dk[0], keys.fp32_rows(), ldk, s.beta_gam, -1.0f, s.dgv, true,
+           rounds_hand_over ? s.rounded.dy[0] : nullptr, ldr, keys.bf16_rows(), keys.ld, 1.0f, s.key_w},
           stage);
       tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, keys.p, keys.ld, stage,
           tile_epilogue<tile_update::add>(s.dk));
