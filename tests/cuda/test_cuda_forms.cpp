@@ -123,9 +123,10 @@ TEMPLATE_TEST_CASE("cuda decode_step token by token matches the float64 referenc
   std::mt19937_64 rng(7);
   const shape_case sc{"B3 T5 H2 HV4 K128 V64, five decode steps", {3, 5, 2, 4, 128, 64}, {}, {}};
   // The token kernel's grid (host/plan.cuh, token_plan): 8 warps a block below one block of 32
-  // value columns per multiprocessor, 4 above; from 8 blocks per multiprocessor on (rules
-  // without per-key decays), one dimension with the slabs of a head adjacent. 640 blocks (under
-  // 8 per multiprocessor on a GPU of 80 or more), then just past 64 per multiprocessor.
+  // value columns per multiprocessor (per-key decays: up to 4), else 4; from 8 blocks per
+  // multiprocessor on, one dimension with the slabs of a head adjacent. The first case takes 8
+  // warps; 640 blocks take 4 warps on the three-dimensional grid on a GPU of 81 to 159
+  // multiprocessors (H100, H200: 132); the last case, 64 blocks per multiprocessor, one dimension.
   const int sms = cuda_tests::multiprocessors();
   const shape_case wide{"B40 T2 H2 HV4 K64 V128, two decode steps, 640 blocks", {40, 2, 2, 4, 64, 128}, {}, {}};
   const shape_case waves{"B(16 SMs + 1) T2 H1 HV2 K64 V64, two decode steps, 64 blocks per multiprocessor",

@@ -25,7 +25,7 @@ namespace detail {
 /// Plans the call, takes its workspace and launches the token kernel.
 template <class Rule, class E>
 void run_tokens(token_args<Rule, E> args, const problem& p, cudaStream_t stream) {
-  const token_plan plan(p, multiprocessors(), Rule::decay != decay_kind::vector);
+  const token_plan plan(p, multiprocessors(), Rule::decay == decay_kind::vector);
   scratch ws(plan.workspace.bytes, stream);
   plan.bind(args, ws, stream);
   if (p.N == 0) return;
