@@ -16,6 +16,7 @@
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../kernels/chunk_args.cuh"
+#include "../kernels/token_recurrence.cuh"
 #include "../tile/load_store.cuh"
 #include "status.cuh"
 #include "workspace_pool.cuh"
@@ -200,19 +201,20 @@ struct token_plan {
   token_plan(const problem& p, index_t sms, bool per_key)
       : slots(p), grid(unsigned(p.N), unsigned(p.HV), unsigned(p.V / 32)) {
     const index_t blocks = p.N * p.HV * (p.V / 32);
+    const index_t wave4 = sms * token_blocks_per_multiprocessor(4), wave8 = sms * token_blocks_per_multiprocessor(8);
     // 8 warps a block below one block per multiprocessor; for per-key decays (more work per
     // row of the state) also while the whole grid fits one wave of 8-warp blocks (4 per
     // multiprocessor, token_kernel's bound): KDA decode (H = 16, K = V = 128) on an H100 at
     // B = 8, 1.55 -> 1.48x the state's memory floor. Past one wave they lose (two waves where 4
     // warps take one: 1.32 -> 1.43x at B = 16).
-    warps = blocks < sms || (per_key && blocks <= 4 * sms) ? 8 : 4;
-    // A grid of a full wave and more (8 blocks per multiprocessor resident at a time) streams its
+    warps = blocks < sms || (per_key && blocks <= wave8) ? 8 : 4;
+    // A grid of a full wave of 4-warp blocks and more (8 per multiprocessor) streams its
     // states best with the slabs of a head adjacent: GatedDelta decode at B = 256 on an H200,
     // 164 -> 141 us; in a decode loop on an H100, 1.26 -> 1.23-1.24x the floor at B = 32 and
     // 1.20 -> 1.13-1.14x at B = 64, level at B = 16, and 1.45 -> 1.47x at B = 8 (half a wave:
     // not taken there); KDA 1.31 -> 1.27x at B = 32, 1.25 -> 1.16x at B = 64 and 1.24 -> 1.10x
     // at B = 256.
-    if (warps == 4 && blocks >= 8 * sms && blocks <= index_t(INT32_MAX)) {
+    if (warps == 4 && blocks >= wave4 && blocks <= index_t(INT32_MAX)) {
       slabs_adjacent = true;
       grid = dim3(unsigned(blocks));
     }

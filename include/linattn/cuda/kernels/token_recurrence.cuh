@@ -47,13 +47,19 @@ __device__ inline token_block token_block_of(unsigned heads_per_sequence, unsign
   return {index_t(head / heads_per_sequence), index_t(head % heads_per_sequence), index_t(x % slabs) * 32};
 }
 
+/// Threads of the token kernel resident on a multiprocessor, its launch bound (64 registers a
+/// thread; unbounded, the per-key rules took 128), so that the loads of more blocks are in
+/// flight at large batches. The plan's waves follow from it.
+inline constexpr int token_threads_per_multiprocessor = 1024;
+
+/// Blocks of W warps of the token kernel resident on a multiprocessor at a time.
+constexpr int token_blocks_per_multiprocessor(int W) { return token_threads_per_multiprocessor / (32 * W); }
+
 /// Warps per block of the token kernel: 8 when the call has few blocks (the multiprocessors
 /// are mostly idle and each block's instruction stream is the critical path: the rows of H
-/// are split over more warps), else 4 (host/plan.cuh, token_plan). Compiled for 1024 threads
-/// per multiprocessor (64 registers a thread; unbounded, the per-key rules took 128), so that
-/// the loads of more blocks are in flight at large batches.
+/// are split over more warps), else 4 (host/plan.cuh, token_plan).
 template <class Rule, class T, int K, int W, bool SlabsAdjacent = false>
-__global__ void __launch_bounds__(32 * W, 32 / W) token_kernel(token_args<Rule, T> args) {
+__global__ void __launch_bounds__(32 * W, token_blocks_per_multiprocessor(W)) token_kernel(token_args<Rule, T> args) {
   constexpr int R = K / W;
   static_assert(K % W == 0, "K must split over the warps");
   constexpr bool per_key = Rule::decay == decay_kind::vector;
