@@ -240,14 +240,6 @@ row backward(int B, int T, int H, int D, int reps, double bw, bool with_forward,
           bytes / bw * 1e3};
 }
 
-/// One decode step of GatedDelta (bf16 inputs, fp32 state in place) for B sequences.
-row decode(int B, int H, int D, int reps, double bw) {
-  const gated_delta_buffers x(B, 1, H, D, 11);
-  const auto in = x.inputs();
-  const double ms = median_ms([&] { la::cuda::decode_step<la::GatedDelta>(in, x.out(), x.states()); }, reps);
-  return {"GatedDelta bf16 decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};  // state read + written
-}
-
 /// A device-to-device copy of decode's state bytes (B sequences, fp32 [B, H, D, D]), timed as
 /// decode is: what moving those bytes costs at this size, launch and ramp included (the floor
 /// column assumes the bandwidth of a 2 GiB copy).
@@ -332,18 +324,6 @@ typename Rule::template inputs<E> per_key_inputs(const gated_delta_buffers& x, f
   return in;
 }
 
-/// One decode step of a per-key decay rule (VectorDecay or KDA, the token kernel only):
-/// bf16 q, k, v with fp32 per-key log gates g [B, 1, H, D] (and beta), fp32 state in place.
-template <class Rule>
-row decode_per_key(int B, int H, int D, int reps, double bw) {
-  const gated_delta_buffers x(B, 1, H, D, 13, true);
-  float* g = device_random<float>(x.tok * D, 14, fill_kind::log_gate);
-  const auto in = per_key_inputs<Rule>(x, g);
-  const double ms = median_ms([&] { la::cuda::decode_step<Rule>(in, x.out(), x.states()); }, reps);
-  cudaFree(g);
-  return {std::string(Rule::name) + " bf16+fp32 g decode", B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
-}
-
 /// The decode inputs of any CUDA rule from x's buffers: bf16 q, k, v; a scalar log gate g and
 /// beta as x holds them (Longhorn's delta is x's beta, in (0, 1)); per-key log gates from `g`
 /// [B, T, H, D] (fp32) where the rule takes them.
@@ -361,26 +341,47 @@ typename Rule::template inputs<E> rule_inputs(const gated_delta_buffers& x, floa
   }
 }
 
+/// A decode call's buffers and inputs for any CUDA rule (B sequences, one token): x's bf16 q, k,
+/// v, gates and betas; fp32 per-key log gates `g` [B, 1, H, D] where the rule takes them.
+template <class Rule>
+struct decode_setup {
+  static constexpr bool per_key = Rule::decay == la::decay_kind::vector;
+  gated_delta_buffers x;
+  float* g;
+  typename Rule::template inputs<E> in;
+  decode_setup(int B, int H, int D)
+      : x(B, 1, H, D, per_key ? 13 : 11, per_key),
+        g(per_key ? device_random<float>(x.tok * D, 14, fill_kind::log_gate) : nullptr),
+        in(rule_inputs<Rule>(x, g)) {}
+  ~decode_setup() { cudaFree(g); }
+  decode_setup(const decode_setup&) = delete;
+  decode_setup& operator=(const decode_setup&) = delete;
+  std::string name() const { return std::string(Rule::name) + (per_key ? " bf16+fp32 g" : " bf16") + " decode"; }
+};
+
+/// One decode step of any CUDA rule (bf16 inputs, per-key decays with fp32 log gates), timed
+/// alone; fp32 states in place.
+template <class Rule>
+row decode(int B, int H, int D, int reps, double bw) {
+  const decode_setup<Rule> d(B, H, D);
+  const double ms = median_ms([&] { la::cuda::decode_step<Rule>(d.in, d.x.out(), d.x.states()); }, reps);
+  return {d.name(), B, 1, H, D, ms, 2.0 * d.x.state_bytes() / bw * 1e3};  // state read + written
+}
+
 /// Decode of any CUDA rule (bf16 inputs, fp32 states in place; per-key decays: fp32 log gates
-/// and beta, as decode_per_key) in a loop over L layers' states, per step (per_step_ms); the
+/// and beta, as decode) in a loop over L layers' states, per step (per_step_ms); the
 /// floor is one step's state read and written once.
 template <class Rule>
 row decode_loop(int B, int H, int D, int reps, double bw) {
-  constexpr bool per_key = Rule::decay == la::decay_kind::vector;
-  const gated_delta_buffers x(B, 1, H, D, per_key ? 13 : 11, per_key);
-  float* g = per_key ? device_random<float>(x.tok * D, 14, fill_kind::log_gate) : nullptr;
-  const auto in = rule_inputs<Rule>(x, g);
+  const decode_setup<Rule> d(B, H, D);
   const index_t per = index_t(B) * H * D * D;
   const int L = loop_layers(std::size_t(per) * sizeof(float));
   float* states = device_random<float>(L * per, 17, fill_kind::normal);
   const double ms = per_step_ms(L, reps, [&](int l, cudaStream_t s) {
-    la::cuda::decode_step<Rule>(in, x.out(), la::view(states + l * per, B, H, D, D), {}, s);
+    la::cuda::decode_step<Rule>(d.in, d.x.out(), la::view(states + l * per, B, H, D, D), {}, s);
   });
   cudaFree(states);
-  cudaFree(g);
-  return {std::string(Rule::name) + (per_key ? " bf16+fp32 g" : " bf16") + " decode, loop of " + std::to_string(L) +
-              " (graph)",
-          B, 1, H, D, ms, 2.0 * x.state_bytes() / bw * 1e3};
+  return {d.name() + ", loop of " + std::to_string(L) + " (graph)", B, 1, H, D, ms, 2.0 * d.x.state_bytes() / bw * 1e3};
 }
 
 /// The decode loop of every CUDA rule at one B.
@@ -509,7 +510,7 @@ int main(int argc, char** argv) {
   std::vector<row> rows;
   const int shapes[][3] = {{1, 8192, 16}, {4, 4096, 16}, {8, 2048, 32}, {2, 16384, 16}, {16, 4096, 32}};
   if (decode_only > 0) {  // for profilers: the decode rows of B = decode_only
-    rows = {decode(decode_only, 16, 128, reps, bw), decode_per_key<la::KDA>(decode_only, 16, 128, reps, bw),
+    rows = {decode<la::GatedDelta>(decode_only, 16, 128, reps, bw), decode<la::KDA>(decode_only, 16, 128, reps, bw),
             state_copy(decode_only, 16, 128, reps, bw), state_copy_loop(decode_only, 16, 128, reps, bw)};
     for (row& r : decode_loops(decode_only, 16, 128, reps, bw)) rows.push_back(std::move(r));
     for (const row& r : rows) std::printf("%s B%d: %.4f ms, %.2fx the floor\n", r.name.c_str(), r.B, r.ms, r.ms / r.floor_ms);
@@ -552,14 +553,14 @@ int main(int argc, char** argv) {
   rows.push_back(recurrent_row());
   for (int B : {1, 8, 32, 64, 256}) {
     rows.push_back(state_copy(B, 16, 128, std::max(reps, 100), bw));
-    rows.push_back(decode(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(decode<la::GatedDelta>(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(state_copy_loop(B, 16, 128, std::max(reps, 30), bw));
     for (row& r : decode_loops(B, 16, 128, std::max(reps, 30), bw)) rows.push_back(std::move(r));
     rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
     rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
-    rows.push_back(decode_per_key<la::KDA>(B, 16, 128, std::max(reps, 100), bw));
-    rows.push_back(decode_per_key<la::VectorDecay>(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(decode<la::KDA>(B, 16, 128, std::max(reps, 100), bw));
+    rows.push_back(decode<la::VectorDecay>(B, 16, 128, std::max(reps, 100), bw));
   }
 
   std::printf("\n%-44s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");
