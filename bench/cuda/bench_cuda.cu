@@ -5,8 +5,9 @@
 /// does, so the fla comparison is like for like), next to the memory floor from a
 /// device-to-device copy timed in the same run.
 ///
-///   linattn_bench_cuda [--json FILE] [--reps N] [--shape I [--backward]]
+///   linattn_bench_cuda [--json FILE] [--reps N] [--rules] [--training] [--shape I [--backward]]
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <linattn/cuda.cuh>
@@ -129,16 +131,24 @@ double copy_bandwidth(int reps) {
 
 using E = __nv_bfloat16;
 
-/// A per-token coefficient (g, beta) or its gradient [B, T, H] on the device, in bf16 or, for
-/// fla's mixed precision, fp32; as the rule's coefficient view.
-template <class View>
-View coefficients(void* p, bool fp32, int B, int T, int H) {
-  if (fp32) return View(la::view(static_cast<float*>(p), B, T, H));
-  return View(la::view(static_cast<E*>(p), B, T, H));
+/// The input type's name in the row names.
+template <class X>
+constexpr const char* element_name() {
+  return std::is_same_v<X, __half> ? "fp16" : "bf16";
 }
 
-/// Random GatedDelta inputs (bf16 q, k, v; g and beta in bf16 or, `fp32_gates`, fp32; K = V = D,
-/// HV = H), an output and an fp32 state, on the device for as long as the object lives.
+/// A per-token coefficient (g, beta) or its gradient [B, T, H] on the device, in the input type
+/// X or, for fla's mixed precision, fp32; as the rule's coefficient view.
+template <class View, class X = E>
+View coefficients(void* p, bool fp32, int B, int T, int H) {
+  if (fp32) return View(la::view(static_cast<float*>(p), B, T, H));
+  return View(la::view(static_cast<X*>(p), B, T, H));
+}
+
+/// Random GatedDelta inputs (q, k, v of type E, bf16 or fp16; g and beta in E or, `fp32_gates`,
+/// fp32; K = V = D, HV = H), an output and an fp32 state, on the device for as long as the
+/// object lives. The other rules take theirs from the same buffers (rule_inputs).
+template <class E = ::E>
 struct gated_delta_buffers {
   int B, T, H, D;
   index_t qk, tok;
@@ -165,7 +175,7 @@ struct gated_delta_buffers {
   }
   /// Bytes of one per-token coefficient element.
   std::size_t coefficient_bytes() const { return fp32_gates ? sizeof(float) : sizeof(E); }
-  const char* precision() const { return fp32_gates ? "bf16+fp32 g,beta " : "bf16 "; }
+  std::string precision() const { return std::string(element_name<E>()) + (fp32_gates ? "+fp32 g,beta " : " "); }
   gated_delta_buffers(const gated_delta_buffers&) = delete;
   gated_delta_buffers& operator=(const gated_delta_buffers&) = delete;
   ~gated_delta_buffers() {
@@ -174,8 +184,8 @@ struct gated_delta_buffers {
   la::GatedDelta::inputs<E> inputs() const {
     using view_t = la::coefficient_view<E, 3>;
     return {.q = la::view<const E>(q, B, T, H, D), .k = la::view<const E>(k, B, T, H, D),
-            .v = la::view<const E>(v, B, T, H, D), .g = coefficients<view_t>(g, fp32_gates, B, T, H),
-            .beta = coefficients<view_t>(beta, fp32_gates, B, T, H)};
+            .v = la::view<const E>(v, B, T, H, D), .g = coefficients<view_t, E>(g, fp32_gates, B, T, H),
+            .beta = coefficients<view_t, E>(beta, fp32_gates, B, T, H)};
   }
   la::tensor_view<E, 4> out() const { return la::view(o, B, T, H, D); }
   la::tensor_view<float, 4> states() const { return la::view(state, B, H, D, D); }
@@ -315,11 +325,11 @@ row state_copy_loop(int B, int H, int D, int reps, double bw) {
 
 /// The inputs of a per-key decay rule (VectorDecay or KDA): x's q, k, v (and beta) with the fp32
 /// per-key log gates g [B, T, H, D] in device memory.
-template <class Rule>
-typename Rule::template inputs<E> per_key_inputs(const gated_delta_buffers& x, float* g) {
+template <class Rule, class X>
+typename Rule::template inputs<X> per_key_inputs(const gated_delta_buffers<X>& x, float* g) {
   const auto base = x.inputs();
-  typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
-  in.g = la::coefficient_view<E, 4>(la::view<float>(g, x.B, x.T, x.H, x.D));
+  typename Rule::template inputs<X> in{.q = base.q, .k = base.k, .v = base.v};
+  in.g = la::coefficient_view<X, 4>(la::view<float>(g, x.B, x.T, x.H, x.D));
   if constexpr (requires { in.beta; }) in.beta = base.beta;
   return in;
 }
@@ -327,13 +337,13 @@ typename Rule::template inputs<E> per_key_inputs(const gated_delta_buffers& x, f
 /// The decode inputs of any CUDA rule from x's buffers: bf16 q, k, v; a scalar log gate g and
 /// beta as x holds them (Longhorn's delta is x's beta, in (0, 1)); per-key log gates from `g`
 /// [B, T, H, D] (fp32) where the rule takes them.
-template <class Rule>
-typename Rule::template inputs<E> rule_inputs(const gated_delta_buffers& x, float* g) {
+template <class Rule, class X>
+typename Rule::template inputs<X> rule_inputs(const gated_delta_buffers<X>& x, float* g) {
   if constexpr (Rule::decay == la::decay_kind::vector) {
     return per_key_inputs<Rule>(x, g);
   } else {
     const auto base = x.inputs();
-    typename Rule::template inputs<E> in{.q = base.q, .k = base.k, .v = base.v};
+    typename Rule::template inputs<X> in{.q = base.q, .k = base.k, .v = base.v};
     if constexpr (requires { in.g; }) in.g = base.g;
     if constexpr (requires { in.beta; }) in.beta = base.beta;
     if constexpr (requires { in.delta; }) in.delta = base.beta;
@@ -341,12 +351,51 @@ typename Rule::template inputs<E> rule_inputs(const gated_delta_buffers& x, floa
   }
 }
 
+/// The chunkwise forward of a CUDA rule with a scalar gate or none (Hebbian, ScalarDecay, Delta,
+/// GatedDelta, Longhorn): q, k, v, g and beta (Longhorn's delta) in X, K = V = D, the final
+/// state written (no initial state), as fla's chunk_linear_attn (normalize=False),
+/// chunk_simple_gla, chunk_delta_rule and chunk_gated_delta_rule with output_final_state=True.
+template <class Rule, class X>
+row forward_rule(int B, int T, int H, int D, int reps, double bw) {
+  const gated_delta_buffers<X> x(B, T, H, D, 1);
+  const auto in = rule_inputs<Rule>(x, nullptr);
+  la::options<float> opt;
+  opt.final_state = x.states();
+  const double ms = median_ms([&] { la::cuda::chunkwise_forward<Rule>(in, x.out(), opt); }, reps);
+  int coefficients = 0;  // per-token inputs besides q, k, v
+  if constexpr (requires { in.g; }) ++coefficients;
+  if constexpr (requires { in.beta; } || requires { in.delta; }) ++coefficients;
+  // memory floor: read q, k, v and the coefficients once, write o and the final state once
+  const double bytes = double(x.qk) * 4 * sizeof(X) + double(x.tok) * coefficients * sizeof(X) + x.state_bytes();
+  return {std::string(Rule::name) + " " + element_name<X>() + " chunkwise", B, T, H, D, ms, bytes / bw * 1e3};
+}
+
+/// The chunkwise forward of every CUDA rule with a scalar gate or none, bf16 and fp16, at
+/// K = V = 128 and 64, on the chunkwise shapes (GatedDelta bf16 at 128 is forward()'s row).
+template <std::size_t N>
+std::vector<row> forward_rules(const int (&shapes)[N][3], int reps, double bw) {
+  std::vector<row> rows;
+  const auto every_rule = [&]<class X>(int B, int T, int H, int D, bool gated_delta) {
+    rows.push_back(forward_rule<la::Hebbian, X>(B, T, H, D, reps, bw));
+    rows.push_back(forward_rule<la::ScalarDecay, X>(B, T, H, D, reps, bw));
+    rows.push_back(forward_rule<la::Delta, X>(B, T, H, D, reps, bw));
+    if (gated_delta) rows.push_back(forward_rule<la::GatedDelta, X>(B, T, H, D, reps, bw));
+    rows.push_back(forward_rule<la::Longhorn, X>(B, T, H, D, reps, bw));
+  };
+  for (const auto& s : shapes) {
+    every_rule.template operator()<E>(s[0], s[1], s[2], 128, false);
+    every_rule.template operator()<E>(s[0], s[1], s[2], 64, true);
+    every_rule.template operator()<__half>(s[0], s[1], s[2], 128, true);
+  }
+  return rows;
+}
+
 /// A decode call's buffers and inputs for any CUDA rule (B sequences, one token): x's bf16 q, k,
 /// v, gates and betas; fp32 per-key log gates `g` [B, 1, H, D] where the rule takes them.
 template <class Rule>
 struct decode_setup {
   static constexpr bool per_key = Rule::decay == la::decay_kind::vector;
-  gated_delta_buffers x;
+  gated_delta_buffers<> x;
   float* g;
   typename Rule::template inputs<E> in;
   decode_setup(int B, int H, int D)
@@ -492,7 +541,8 @@ row speculative(int B, int H, int D, int reps, double bw, bool commit) {
 int main(int argc, char** argv) {
   std::string json;
   int reps = 30, only = -1, decode_only = 0;
-  bool profile_backward = false, profile_per_key = false, recurrent_only = false;
+  bool profile_backward = false, profile_per_key = false, recurrent_only = false, rules_only = false,
+       training_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json = argv[++i];
@@ -502,6 +552,10 @@ int main(int argc, char** argv) {
     else if (a == "--per-key") profile_per_key = true;                       // ... KDA's and VectorDecay's forward (or backward)
     else if (a == "--decode" && i + 1 < argc) decode_only = std::atoi(argv[++i]);  // the decode rows of one B
     else if (a == "--recurrent") recurrent_only = true;                      // the recurrent row alone
+    // for the fla comparison, alone or together: the chunkwise forward of every scalar-gate rule
+    // (bf16 / fp16, D 128 / 64), and GatedDelta's backward and forward + backward
+    else if (a == "--rules") rules_only = true;
+    else if (a == "--training") training_only = true;
   }
   cudaDeviceProp prop{};
   ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -538,29 +592,37 @@ int main(int argc, char** argv) {
     for (const row& r : rows) std::printf("%s B%d T%d H%d: %.4f ms\n", r.name.c_str(), s[0], s[1], s[2], r.ms);
     return 0;
   }
-  for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
-  for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 1024));
-  for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, false));
-  for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true));
-  // fla's mixed precision: bf16 q, k, v with fp32 g and beta (and fp32 dg, dbeta), no conversion pass
-  for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 0, true));
-  for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true, true));
-  for (const auto& s : shapes) rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
-  for (const auto& s : shapes) rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
-  for (const auto& s : shapes) rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, false));
-  for (const auto& s : shapes) rows.push_back(backward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw, false));
-  for (const auto& s : shapes) rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, true));
-  rows.push_back(recurrent_row());
-  for (int B : {1, 8, 32, 64, 256}) {
-    rows.push_back(state_copy(B, 16, 128, std::max(reps, 100), bw));
-    rows.push_back(decode<la::GatedDelta>(B, 16, 128, std::max(reps, 100), bw));
-    rows.push_back(state_copy_loop(B, 16, 128, std::max(reps, 30), bw));
-    for (row& r : decode_loops(B, 16, 128, std::max(reps, 30), bw)) rows.push_back(std::move(r));
-    rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
-    rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
-    rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
-    rows.push_back(decode<la::KDA>(B, 16, 128, std::max(reps, 100), bw));
-    rows.push_back(decode<la::VectorDecay>(B, 16, 128, std::max(reps, 100), bw));
+  const bool everything = !rules_only && !training_only;
+  if (everything || rules_only) {
+    for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw));
+    for (row& r : forward_rules(shapes, reps, bw)) rows.push_back(std::move(r));
+  }
+  if (everything) for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 1024));
+  if (everything || training_only) {
+    for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, false));
+    for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true));
+  }
+  if (everything) {
+    // fla's mixed precision: bf16 q, k, v with fp32 g and beta (and fp32 dg, dbeta), no conversion pass
+    for (const auto& s : shapes) rows.push_back(forward("chunkwise", s[0], s[1], s[2], 128, reps, bw, 0, true));
+    for (const auto& s : shapes) rows.push_back(backward(s[0], s[1], s[2], 128, reps, bw, true, true));
+    for (const auto& s : shapes) rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
+    for (const auto& s : shapes) rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
+    for (const auto& s : shapes) rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, false));
+    for (const auto& s : shapes) rows.push_back(backward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw, false));
+    for (const auto& s : shapes) rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, true));
+    rows.push_back(recurrent_row());
+    for (int B : {1, 8, 32, 64, 256}) {
+      rows.push_back(state_copy(B, 16, 128, std::max(reps, 100), bw));
+      rows.push_back(decode<la::GatedDelta>(B, 16, 128, std::max(reps, 100), bw));
+      rows.push_back(state_copy_loop(B, 16, 128, std::max(reps, 30), bw));
+      for (row& r : decode_loops(B, 16, 128, std::max(reps, 30), bw)) rows.push_back(std::move(r));
+      rows.push_back(decode_pool(B, 16, 128, std::max(reps, 100), bw));
+      rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, false));
+      rows.push_back(speculative(B, 16, 128, std::max(reps, 100), bw, true));
+      rows.push_back(decode<la::KDA>(B, 16, 128, std::max(reps, 100), bw));
+      rows.push_back(decode<la::VectorDecay>(B, 16, 128, std::max(reps, 100), bw));
+    }
   }
 
   std::printf("\n%-44s %4s %6s %4s %4s %12s %12s %8s\n", "case", "B", "T", "H", "D", "median ms", "floor ms", "x floor");
@@ -574,7 +636,7 @@ int main(int argc, char** argv) {
       if (r.name.find(part) == std::string::npos) continue;
       const std::string base = baseline(r.name);
       for (const auto& d : rows)
-        if (d.name == base && d.B == r.B && d.T == r.T && d.H == r.H)
+        if (d.name == base && d.B == r.B && d.T == r.T && d.H == r.H && d.D == r.D)
           std::printf("%-44s %6d %6d %4d %12.3f\n", (r.name + " / " + label).c_str(), r.B, r.T, r.H, r.ms / d.ms);
     }
   };

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Times fla's chunk_gated_delta_rule (forward, backward, both), chunk_kda, chunk_gla and
-the fused_recurrent kernels (Triton) on the shapes of bench/cuda/bench_cuda.cu and prints our/fla time ratios from the JSON that
+"""Times fla's chunk_gated_delta_rule (forward, backward, both), chunk_kda, chunk_gla,
+chunk_linear_attn, chunk_simple_gla, chunk_delta_rule and the fused_recurrent kernels (Triton) on the shapes of bench/cuda/bench_cuda.cu and prints our/fla time ratios from the JSON that
 linattn_bench_cuda wrote. fla is timed twice: as a Python user calls it (median of do_bench,
 which flushes the L2 before every call; includes the host-side launch gaps between fla's
 kernels) and replayed from a CUDA graph (median of CUDA-event timings with an L2 flush before
@@ -17,9 +17,20 @@ import statistics
 import torch
 import torch.nn.functional as F
 import triton.testing
+from fla.ops.delta_rule import chunk_delta_rule
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 from fla.ops.gla import chunk_gla, fused_recurrent_gla
 from fla.ops.kda import chunk_kda, fused_recurrent_kda
+from fla.ops.linear_attn import chunk_linear_attn
+from fla.ops.simple_gla import chunk_simple_gla
+
+# fla's chunkwise forward for each of our rules with a scalar gate or none (Longhorn has none)
+SCALAR_GATE_FORWARD = {
+    "Hebbian": lambda q, k, v, g, b: chunk_linear_attn(q, k, v, normalize=False, output_final_state=True),
+    "ScalarDecay": lambda q, k, v, g, b: chunk_simple_gla(q, k, v, g=g, output_final_state=True),
+    "Delta": lambda q, k, v, g, b: chunk_delta_rule(q, k, v, b, output_final_state=True),
+    "GatedDelta": lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g=g, beta=b, output_final_state=True),
+}
 
 
 def inputs(B, T, H, D, dtype=torch.bfloat16):
@@ -92,6 +103,7 @@ def main():
     ap.add_argument("--ours", required=True, help="JSON written by linattn_bench_cuda --json")
     ap.add_argument("--reps", type=int, default=200, help="do_bench repetition budget in ms")
     ap.add_argument("--match", default="", help="only the rows whose name contains this")
+    ap.add_argument("--exclude", default=None, help="not the rows whose name contains this")
     args = ap.parse_args()
     ours = json.load(open(args.ours))
     print(f"\nfla comparison on {torch.cuda.get_device_name()} (torch {torch.__version__})")
@@ -102,12 +114,16 @@ def main():
             continue
         if r["name"].startswith("state copy"):  # a reference row of ours, not a kernel of fla's
             continue
-        if not r["name"].startswith(("GatedDelta", "KDA", "VectorDecay")):  # rules this script has no fla call for
+        if args.match not in r["name"] or (args.exclude and args.exclude in r["name"]):
             continue
-        if args.match not in r["name"]:
+        rule = r["name"].split(" ")[0]
+        if rule not in SCALAR_GATE_FORWARD and rule not in ("KDA", "VectorDecay"):
+            print(f"{r['name']:32s} {r['B']:4d} {r['T']:6d} {r['H']:4d} {r['ms']:11.4f}   (fla has no kernel for this rule)")
             continue
+        if rule != "GatedDelta" and not r["name"].endswith("chunkwise") and rule not in ("KDA", "VectorDecay"):
+            continue  # only the forward of the other scalar-gate rules has a row of ours
         B, T, H, D = r["B"], r["T"], r["H"], r["D"]
-        q, k, v, gate, beta = inputs(B, T, H, D)
+        q, k, v, gate, beta = inputs(B, T, H, D, torch.float16 if " fp16" in r["name"] else torch.bfloat16)
         if r["name"].endswith("backward") or r["name"].endswith("fwd+bwd"):
             call = None
             if r["name"].startswith(("KDA", "VectorDecay")):  # fp32 per-key g [B, T, H, K] (and beta), as ours
@@ -125,7 +141,7 @@ def main():
             else:
                 fn = lambda: chunk_gla(q, k, v, g=gk, output_final_state=True)
         elif r["name"].endswith("chunkwise"):
-            fn = lambda: chunk_gated_delta_rule(q, k, v, g=gate, beta=beta, output_final_state=True)
+            fn = lambda call=SCALAR_GATE_FORWARD[rule]: call(q, k, v, gate, beta)
         elif r["name"].endswith("recurrent"):  # fla's recurrent kernel reads the gates as fp32
             g32 = gate.float()
             fn = lambda: fused_recurrent_gated_delta_rule(q, k, v, g=g32, beta=beta, output_final_state=True)
