@@ -334,7 +334,7 @@ typename Rule::template inputs<X> per_key_inputs(const gated_delta_buffers<X>& x
   return in;
 }
 
-/// The decode inputs of any CUDA rule from x's buffers: bf16 q, k, v; a scalar log gate g and
+/// The inputs of any CUDA rule from x's buffers: q, k, v (bf16 or fp16); a scalar log gate g and
 /// beta as x holds them (Longhorn's delta is x's beta, in (0, 1)); per-key log gates from `g`
 /// [B, T, H, D] (fp32) where the rule takes them.
 template <class Rule, class X>
