@@ -86,7 +86,7 @@ def fla_training_step(q, k, v, gate, beta, with_forward_time, call=None):
         if name.startswith("fla.") and hasattr(mod, "IS_NVIDIA_HOPPER"):
             mod.IS_NVIDIA_HOPPER = False
     if call is None:
-        call = lambda q, k, v, g, b: chunk_gated_delta_rule(q, k, v, g=g, beta=b, output_final_state=True)
+        call = SCALAR_GATE_FORWARD["GatedDelta"]
     leaves = [x.detach().clone().requires_grad_(True) for x in (q, k, v, gate, beta)]
     dout = torch.randn(q.shape, device=q.device, dtype=q.dtype, generator=torch.Generator(device="cuda").manual_seed(1))
     if with_forward_time:
@@ -117,11 +117,11 @@ def main():
         if args.match not in r["name"] or (args.exclude and args.exclude in r["name"]):
             continue
         rule = r["name"].split(" ")[0]
+        if rule not in ("GatedDelta", "KDA", "VectorDecay") and not r["name"].endswith("chunkwise"):
+            continue  # the other rules' decode loops: no fla counterpart here
         if rule not in SCALAR_GATE_FORWARD and rule not in ("KDA", "VectorDecay"):
             print(f"{r['name']:32s} {r['B']:4d} {r['T']:6d} {r['H']:4d} {r['ms']:11.4f}   (fla has no kernel for this rule)")
             continue
-        if rule != "GatedDelta" and not r["name"].endswith("chunkwise") and rule not in ("KDA", "VectorDecay"):
-            continue  # only the forward of the other scalar-gate rules has a row of ours
         B, T, H, D = r["B"], r["T"], r["H"], r["D"]
         q, k, v, gate, beta = inputs(B, T, H, D, torch.float16 if " fp16" in r["name"] else torch.bfloat16)
         if r["name"].endswith("backward") or r["name"].endswith("fwd+bwd"):
