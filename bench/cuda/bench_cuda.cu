@@ -370,22 +370,26 @@ row forward_rule(int B, int T, int H, int D, int reps, double bw) {
   return {std::string(Rule::name) + " " + element_name<X>() + " chunkwise", B, T, H, D, ms, bytes / bw * 1e3};
 }
 
-/// The chunkwise forward of every CUDA rule with a scalar gate or none, bf16 and fp16, at
-/// K = V = 128 and 64, on the chunkwise shapes (GatedDelta bf16 at 128 is forward()'s row).
+/// The chunkwise forward of every CUDA rule with a scalar gate or none at one shape, inputs in X
+/// (GatedDelta left out where forward() times the same row).
+template <class X>
+void forward_every_rule(std::vector<row>& rows, int B, int T, int H, int D, bool gated_delta, int reps, double bw) {
+  rows.push_back(forward_rule<la::Hebbian, X>(B, T, H, D, reps, bw));
+  rows.push_back(forward_rule<la::ScalarDecay, X>(B, T, H, D, reps, bw));
+  rows.push_back(forward_rule<la::Delta, X>(B, T, H, D, reps, bw));
+  if (gated_delta) rows.push_back(forward_rule<la::GatedDelta, X>(B, T, H, D, reps, bw));
+  rows.push_back(forward_rule<la::Longhorn, X>(B, T, H, D, reps, bw));
+}
+
+/// Those rows in bf16 and fp16, at K = V = 128 and 64, on the chunkwise shapes (GatedDelta bf16
+/// at 128 is forward()'s row).
 template <std::size_t N>
 std::vector<row> forward_rules(const int (&shapes)[N][3], int reps, double bw) {
   std::vector<row> rows;
-  const auto every_rule = [&]<class X>(int B, int T, int H, int D, bool gated_delta) {
-    rows.push_back(forward_rule<la::Hebbian, X>(B, T, H, D, reps, bw));
-    rows.push_back(forward_rule<la::ScalarDecay, X>(B, T, H, D, reps, bw));
-    rows.push_back(forward_rule<la::Delta, X>(B, T, H, D, reps, bw));
-    if (gated_delta) rows.push_back(forward_rule<la::GatedDelta, X>(B, T, H, D, reps, bw));
-    rows.push_back(forward_rule<la::Longhorn, X>(B, T, H, D, reps, bw));
-  };
   for (const auto& s : shapes) {
-    every_rule.template operator()<E>(s[0], s[1], s[2], 128, false);
-    every_rule.template operator()<E>(s[0], s[1], s[2], 64, true);
-    every_rule.template operator()<__half>(s[0], s[1], s[2], 128, true);
+    forward_every_rule<E>(rows, s[0], s[1], s[2], 128, false, reps, bw);
+    forward_every_rule<E>(rows, s[0], s[1], s[2], 64, true, reps, bw);
+    forward_every_rule<__half>(rows, s[0], s[1], s[2], 128, true, reps, bw);
   }
   return rows;
 }
