@@ -544,7 +544,7 @@ row speculative(int B, int H, int D, int reps, double bw, bool commit) {
 
 int main(int argc, char** argv) {
   std::string json;
-  int reps = 30, only = -1, decode_only = 0;
+  int reps = 30, only = -1, decode_only = 0, only_dim = 0;
   bool profile_backward = false, profile_per_key = false, recurrent_only = false, rules_only = false,
        training_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -554,6 +554,7 @@ int main(int argc, char** argv) {
     else if (a == "--shape" && i + 1 < argc) only = std::atoi(argv[++i]);  // one chunkwise shape (for profilers)
     else if (a == "--backward") profile_backward = true;                     // ... its backward instead
     else if (a == "--per-key") profile_per_key = true;                       // ... KDA's and VectorDecay's forward (or backward)
+    else if (a == "--dim" && i + 1 < argc) only_dim = std::atoi(argv[++i]);  // ... every scalar-gate rule's bf16 forward at K = V = D
     else if (a == "--decode" && i + 1 < argc) decode_only = std::atoi(argv[++i]);  // the decode rows of one B
     else if (a == "--recurrent") recurrent_only = true;                      // the recurrent row alone
     // for the fla comparison, alone or together: the chunkwise forward of every scalar-gate rule
@@ -586,6 +587,8 @@ int main(int argc, char** argv) {
     if (profile_per_key && profile_backward) {
       rows.push_back(backward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw, false));
       rows.push_back(backward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw, false));
+    } else if (only_dim > 0) {
+      forward_every_rule<E>(rows, s[0], s[1], s[2], only_dim, true, reps, bw);
     } else if (profile_per_key) {
       rows.push_back(forward_per_key<la::KDA>(s[0], s[1], s[2], 128, reps, bw));
       rows.push_back(forward_per_key<la::VectorDecay>(s[0], s[1], s[2], 128, reps, bw));
