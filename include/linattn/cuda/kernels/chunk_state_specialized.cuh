@@ -19,10 +19,19 @@
 /// warps, which reach it after finishing chunk c - 1, then read slot c % 2 while the state
 /// warps carry on with chunk c + 1 and write the other slot. The state warps' chunk is the
 /// longer one, so they rarely wait there; nothing goes through global memory.
+///
+/// Each role queues its tiles `Stages - 1` chunks ahead into a ring of `Stages` buffers (as
+/// many as fit the block's shared memory, up to 4): with few blocks the memory system is idle
+/// and a chunk's work is shorter than the latency of its copies, so one chunk of look-ahead
+/// left the sequential loop waiting on them.
 #pragma once
+
+#include <cstdint>
+#include <type_traits>
 
 #include "../tile/async_copy.cuh"
 #include "../tile/bulk_copy.cuh"
+#include "../tile/dims.cuh"
 #include "../tile/load_store.cuh"
 #include "../tile/mma_sync.cuh"
 #include "../tile/named_barrier.cuh"
@@ -69,26 +78,42 @@ struct chunk_state_specialized_slot {
   T fresh[chunk][BV + 8];          // [C, BV]  U~
 };
 
-/// Shared memory of the warp-specialised state pass. Every tile buffer is a multiple of 128 bytes,
-/// so each starts on a 128-byte boundary; 16-byte alignment is what the copies need.
-template <class Rule, class T, int K, int BV>
-struct chunk_state_specialized_storage {
+/// Shared memory of the warp-specialised state pass with `Stages` tile buffers per role. Every
+/// tile buffer is a multiple of 128 bytes, so each starts on a 128-byte boundary; 16-byte
+/// alignment is what the copies need.
+template <class Rule, class T, int K, int BV, int Stages>
+struct chunk_state_specialized_buffers {
   static constexpr int slots = state_pass_decays<Rule, K>::slots;
   using tiles = chunk_state_specialized_tiles<T, K, BV, corrects<Rule>, slots>;
   using output_tiles = chunk_state_specialized_output_tiles<T, K, slots>;
-  static constexpr int role_threads = 128, threads = 2 * role_threads;
+  static constexpr int role_threads = 128, threads = 2 * role_threads, stages = Stages;
   static constexpr int keys_per_warp = K / 4;
   static constexpr int ldk = tiles::ldk, ldv = tiles::ldv, lds = output_tiles::lds;
-  tiles buffer[2];                                 // [2]  the state warps' chunk c in buffer c % 2
-  output_tiles out_buffer[2];                      // [2]  the output warps' chunk c in out_buffer c % 2
+  tiles buffer[Stages];                            // [Stages]  the state warps' chunk c in buffer c % Stages
+  output_tiles out_buffer[Stages];                 // [Stages]  the output warps' chunk c in out_buffer c % Stages
   chunk_state_specialized_slot<T, K, BV> ring[2];  // [2]  H and U~ of chunk c in ring[c % 2]
   T written[chunk][ldv];                           // [C, BV]  diag(exp(b_C - b)) U~
-  std::uint64_t state_arrived[2];                  // [2]  mbarriers: W, K bytes in buffer[i]
-  std::uint64_t out_arrived[2];                    // [2]  mbarriers: Q, score bytes in out_buffer[i]
+  std::uint64_t state_arrived[Stages];             // [Stages]  mbarriers: W, K bytes in buffer[i]
+  std::uint64_t out_arrived[Stages];               // [Stages]  mbarriers: Q, score bytes in out_buffer[i]
 
   static_assert(sizeof(tiles) % 128 == 0 && sizeof(output_tiles) % 128 == 0, "buffers on 128-byte boundaries");
   static_assert(ldk == K + pad<T> && lds == chunk + pad<T>, "tile rows as in the workspace (host/plan.cuh)");
 };
+
+/// The storage with the most tile buffers per role, from `Stages` down to 2, that fits a block.
+template <class Rule, class T, int K, int BV, int Stages = 4>
+struct specialized_stages_that_fit {
+  using type = std::conditional_t<sizeof(chunk_state_specialized_buffers<Rule, T, K, BV, Stages>) <= max_block_smem,
+                                  chunk_state_specialized_buffers<Rule, T, K, BV, Stages>,
+                                  typename specialized_stages_that_fit<Rule, T, K, BV, Stages - 1>::type>;
+};
+template <class Rule, class T, int K, int BV>
+struct specialized_stages_that_fit<Rule, T, K, BV, 2> {
+  using type = chunk_state_specialized_buffers<Rule, T, K, BV, 2>;
+};
+
+template <class Rule, class T, int K, int BV>
+using chunk_state_specialized_storage = typename specialized_stages_that_fit<Rule, T, K, BV>::type;
 
 /// Named barriers: 1 of the state warps, 2 of the output warps, 3 of all.
 struct specialized_barriers {
@@ -159,7 +184,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   using bars = specialized_barriers;
   using decays = state_pass_decays<Rule, K>;
   constexpr int NT = BV / 8;  // n-tiles of the block's columns
-  constexpr int R = S::role_threads, both = S::threads;
+  constexpr int R = S::role_threads, both = S::threads, P = S::stages;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& smem = *reinterpret_cast<S*>(dynamic_smem);
   const auto slot_state = [&](int c) { return smem.ring[c % 2].state[0]; };
@@ -175,27 +200,32 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   const int r0 = 16 * role_warp;  // the warp's tokens of U~ or O
   const auto col = [&](int nt, int e) { return 8 * nt + 2 * t + (e & 1); };
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
-  std::uint64_t* state_arrived = smem.state_arrived;  // [2], per state buffer
-  std::uint64_t* out_arrived = smem.out_arrived;      // [2], per output buffer
-  if (threadIdx.x < 4) mbarrier_init(threadIdx.x < 2 ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - 2);
+  std::uint64_t* state_arrived = smem.state_arrived;  // [P], per state buffer
+  std::uint64_t* out_arrived = smem.out_arrived;      // [P], per output buffer
+  if (threadIdx.x < 2 * P) mbarrier_init(threadIdx.x < P ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - P);
   __syncthreads();
+  // Each role's copies run P - 1 chunks ahead: chunk c's in buffer c % P, its mbarrier in phase
+  // (c / P) % 2, its per-thread copies in the thread's group c (one committed per chunk, empty
+  // past the last, so that `wait_copies<P - 2>` always leaves exactly the later chunks' pending).
 
   if (int(threadIdx.x) >= R) {
     // ---- output warps: O of chunk c from slot c % 2 ----
-    const auto buffer = [&](int c) -> typename S::output_tiles& { return smem.out_buffer[c % 2]; };
+    const auto buffer = [&](int c) -> typename S::output_tiles& { return smem.out_buffer[c % P]; };
     const auto load = [&](int c) {
       const int from = s.start + c * chunk;
       if (c < chunks)
-        load_output_tiles<R>(buffer(c), out_arrived + c % 2, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
+        load_output_tiles<R>(buffer(c), out_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
                              tid);
+      else
+        commit_copies();
     };
-    load(0);
+    for (int c = 0; c < P - 1; ++c) load(c);
     for (int c = 0; c < chunks; ++c) {
       const int t0 = s.start + c * chunk, n = min(chunk, end - t0);
-      wait_copies<0>();
-      mbarrier_wait(out_arrived + c % 2, unsigned(c / 2) & 1u);
+      wait_copies<P - 2>();
+      mbarrier_wait(out_arrived + c % P, unsigned(c / P) & 1u);
       barrier_sync(bars::out_tiles_in, R);  // chunk c's tiles are in; chunk c - 1's buffer is free
-      load(c + 1);
+      load(c + P - 1);
       T* queries = buffer(c).queries[0];
       const T* scores = buffer(c).scores[0];
       const float* gates = buffer(c).gates;
@@ -268,17 +298,22 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   });
   share_state(0);
 
-  const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
-  if (chunks > 0)
-    load_state_tiles<BV, R>(buffer(0), state_arrived, args, s.first_chunk, b, s.start, min(chunk, s.length), hv, v0, tid);
+  const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % P]; };
+  const auto load = [&](int c) {
+    const int from = s.start + c * chunk;
+    if (c < chunks)
+      load_state_tiles<BV, R>(buffer(c), state_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
+                              v0, tid);
+    else
+      commit_copies();
+  };
+  for (int c = 0; c < P - 1; ++c) load(c);
   for (int c = 0; c < chunks; ++c) {
     const int t0 = s.start + c * chunk;
-    wait_copies<0>();
-    mbarrier_wait(state_arrived + c % 2, unsigned(c / 2) & 1u);
-    barrier_sync(bars::tiles_in, R);  // this chunk's tiles and H are in; the other buffer is free
-    if (c + 1 < chunks)
-      load_state_tiles<BV, R>(buffer(c + 1), state_arrived + (c + 1) % 2, args, s.first_chunk + c + 1, b, t0 + chunk,
-                              min(chunk, end - t0 - chunk), hv, v0, tid);
+    wait_copies<P - 2>();
+    mbarrier_wait(state_arrived + c % P, unsigned(c / P) & 1u);
+    barrier_sync(bars::tiles_in, R);  // this chunk's tiles and H are in; chunk c - 1's buffer is free
+    load(c + P - 1);
     const typename S::tiles& buf = buffer(c);
     const T* keys = buf.keys[0];
     const T* values = buf.values[0];

@@ -17,15 +17,13 @@
 
 #include "../tile/async_copy.cuh"
 #include "../tile/block_gemm.cuh"
+#include "../tile/dims.cuh"
 #include "../tile/load_store.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
 #include "state_pass_decays.cuh"
 
 namespace linattn::cuda::detail {
-
-/// Shared memory a block may use on sm_90 (227 KiB).
-inline constexpr int max_block_smem = 227 * 1024;
 
 /// One chunk's tiles in shared memory; `Slots` decays (state_pass_decays.cuh).
 template <class T, int K, int BV, int Slots>
