@@ -55,6 +55,12 @@ std::vector<shape_case> shape_cases() {
       {"B5 T70 H4 HV8 K128 V128, wide grid", {5, 70, 4, 8, 128, 128}, {}, {}},
       {"B10 T70 H4 HV8 K128 V128, wider grid", {10, 70, 4, 8, 128, 128}, {}, {}},
       {"B20 T70 H2 HV8 K64 V64, wider grid", {20, 70, 2, 8, 64, 64}, {}, {}},
+      // The same two register-resident passes over many chunks, with K != V and varlen (Hebbian
+      // forms its scores there, with no chunk-local pass): 384 units (four 2-warp groups) and
+      // 576 (one warp per 16 columns)
+      {"B8 T300 H3 HV12 K128 V64, many chunks, 2-warp groups", {8, 300, 3, 12, 128, 64}, {}, {}},
+      {"packed 0,1,65,200,330 H6 HV18 K64 V128, many chunks, wider grid", {1, 330, 6, 18, 64, 128},
+       {0, 1, 65, 200, 330}, {}},
   };
 }
 
@@ -203,10 +209,13 @@ TEMPLATE_TEST_CASE("cuda options::normalize_qk: unnormalised q and k in every fo
 TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]", la::ScalarDecay, la::GatedDelta,
                    la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(11);
-  const shape_case sc{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}};
-  for (auto g : {harness::gates::strong, harness::gates::weak})
-    for (dtype t : {dtype::f32, dtype::bf16})
-      for (form f : {form::recurrent, form::chunkwise}) check_against_reference<TestType>(rng, sc, t, f, g);
+  // the second case takes the register-resident state pass (640 units; shape_cases())
+  const shape_case cases[] = {{"B2 T150 H2 HV4 K64 V128", {2, 150, 2, 4, 64, 128}, {}, {}},
+                              {"B20 T150 H2 HV8 K64 V64, wider grid", {20, 150, 2, 8, 64, 64}, {}, {}}};
+  for (const auto& sc : cases)
+    for (auto g : {harness::gates::strong, harness::gates::weak})
+      for (dtype t : {dtype::f32, dtype::bf16})
+        for (form f : {form::recurrent, form::chunkwise}) check_against_reference<TestType>(rng, sc, t, f, g);
 }
 
 TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::state_indices)", "[cuda][pool]",
@@ -392,4 +401,6 @@ TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -
   for (dtype t : {dtype::f32, dtype::bf16})
     for (form f : {form::recurrent, form::chunkwise, form::decode})
       check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile_gates);
+  const shape_case wide{"B20 T150 H2 HV8 K64 V64, wider grid", {20, 150, 2, 8, 64, 64}, {}, {}};
+  check_against_reference<TestType>(rng, wide, dtype::bf16, form::chunkwise, harness::gates::mild, hostile_gates);
 }

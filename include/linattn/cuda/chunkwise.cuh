@@ -94,7 +94,8 @@ struct chunkwise_kernels<float> {
 /// fits per multiprocessor, so the shape picks how wide a block is: up to 4 groups per
 /// multiprocessor take 4 groups of 2 warps (splitting each group's key columns), more take all
 /// value columns in one block of one-warp groups: as few blocks as fill the multiprocessors,
-/// each reading the chunk's Q, K, W tiles once.
+/// each reading the chunk's Q, K, W tiles once. On those two, the additive rule without a decay
+/// (Hebbian) runs no chunk-local pass: the state pass forms its scores.
 template <class E>
 struct chunkwise_mma_kernels {
   static state_pass state_pass_for(const problem& p, index_t sms) {
@@ -107,7 +108,7 @@ struct chunkwise_mma_kernels {
   static void run(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
     if constexpr (per_key_decays<Rule>)  // fp32 tiles, one TF32 product per step (finer than the inputs)
       launch_per_key_local<Rule, E, K, V, single_tf32>(plan, args, stream);
-    else if (plan.n_chunks > 0)
+    else if (plan.n_chunks > 0 && plan.local_pass)  // else the state pass forms the scores
       launch<chunk_local_mma_storage<Rule, E, K, V>>(chunk_local_mma_kernel<Rule, E, K, V>, plan.local_grid, args, stream,
                                                      "chunk_local_mma_kernel");
     const auto specialized = [&](auto bv) {
@@ -153,7 +154,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
   const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()), opt.precision,
-                                       detail::per_key_decays<Rule>);
+                                       detail::per_key_decays<Rule>, detail::forms_own_scores<Rule>);
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);

@@ -123,6 +123,8 @@ struct chunkwise_plan : chunk_tables {
   // with padded rows: a chunk's rows of one value head are one block, laid out as that pass's
   // shared tiles, which it copies whole (tile/bulk_copy.cuh).
   bool whole_tiles;
+  bool local_pass;               // pass 1 runs; not where the fused state pass forms the scores itself
+                                 // (Hebbian, kernels/chunk_state_mma.cuh): no W, U, scores, b then
   index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
   index_t decay_slots;           // decays per chunk and value head: C (b) or K (per_key)
   dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
@@ -139,15 +141,16 @@ struct chunkwise_plan : chunk_tables {
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
 
   chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact,
-                 bool per_key = false)
+                 bool per_key = false, bool own_scores = false)
       : chunk_tables(p, chunk), slots(p), state(s), products(products), per_key(per_key),
-        whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32) {
+        whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32),
+        local_pass(!(own_scores && (s == state_pass::mma_split || s == state_pass::mma_wide))) {
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
     decay_slots = per_key ? p.K : index_t(chunk);
     local_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns(s, p.V)), unsigned(p.HV), unsigned(p.N));
-    const std::size_t tokens = std::size_t(p.B * p.T * p.HV);
+    const std::size_t tokens = local_pass ? std::size_t(p.B * p.T * p.HV) : 0;  // rows of pass 1's outputs
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());
     workspace.chunks = ws.take<span>(chunks.size());
@@ -159,7 +162,7 @@ struct chunkwise_plan : chunk_tables {
       workspace.keys = ws.take<E>(tokens * ldw);
       workspace.queries = ws.take<E>(tokens * ldw);
     }
-    workspace.gate_cumsum = ws.take<float>(n_chunks * p.HV * decay_slots);
+    workspace.gate_cumsum = ws.take<float>(local_pass ? n_chunks * p.HV * decay_slots : 0);
     workspace.bytes = ws.bytes;
   }
 
