@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
     __syncthreads();  // this chunk's tiles are in
     typename S::tiles& buf = buffer(c);
     if constexpr (forms_own_scores<Rule>) {  // the scores, from the tiles just loaded
-      form_chunk_scores<K, S::warps>(buf.queries[0], buf.keys[0], S::ldk, nullptr, args.scale, buf.scores[0], S::lds);
+      form_chunk_scores<K, S::warps>(buf.queries[0], buf.keys[0], S::ldk, args.scale, buf.scores[0], S::lds);
       __syncthreads();
     }
     const T* queries = buf.queries[0] + k0;
