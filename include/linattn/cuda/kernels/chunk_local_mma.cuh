@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(256, 3) chunk_local_mma_kernel(chunk_args<Rule
   const int rb = warp % 4, ch = warp / 4;
   const int r0 = 16 * rb;  // this warp's rows
 
-  load_keys_queries_gates<K, S::threads>(args, keys, queries, S::ldk, gates, b, t0, n, h, hv);
+  load_keys_queries_gates<K, S::threads>(args, keys, queries, S::ldk, gates, betas, b, t0, n, h, hv);
   if (args.keys.data()) {  // copies of the tiles, padded rows included, for the state pass
     static_assert(S::ldk == K + pad<T>, "rows as in the workspace (chunk_args.cuh)");
     auto* to_keys = reinterpret_cast<uint4*>(&args.keys(b, t0, hv, 0));

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(512) chunk_local_wmma_kernel(chunk_args<Rule, 
   const auto& in = args.in;
   const int tid = int(threadIdx.x);
 
-  load_keys_queries_gates<K, S::threads>(args, keys, queries, S::ldk, gates, b, t0, n, h, hv);
+  load_keys_queries_gates<K, S::threads>(args, keys, queries, S::ldk, gates, betas, b, t0, n, h, hv);
 
   chunk_gates_and_betas<K>(args, keys, S::ldk, gates, betas, int(blockIdx.x), b, t0, n, hv);
 

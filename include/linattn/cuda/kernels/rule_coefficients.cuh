@@ -50,6 +50,11 @@ __device__ inline float key_log_gate(const typename Rule::template inputs<T>& in
   return floored_log_gate(to_float(Rule::log_gate(in, b, t, hv, d)));
 }
 
+/// Rules whose beta is their input beta as stored, whatever the key's norm (`beta_is_input`):
+/// the kernels load it ahead, before the key tile is in.
+template <class Rule>
+inline constexpr bool beta_is_input = requires { requires Rule::beta_is_input; };
+
 /// beta_t given ||k_t||^2 (Longhorn needs the norm; the other rules ignore it).
 template <class Rule, class T>
 __device__ inline float write_strength(const typename Rule::template inputs<T>& in, index_t b, index_t t, index_t hv,

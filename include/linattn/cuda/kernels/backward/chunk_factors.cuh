@@ -260,11 +260,6 @@ struct lane_ahead {
 template <class Rule>
 inline constexpr bool gate_is_input_g = requires { requires Rule::log_gate_is_g; };
 
-/// Rules whose beta is their input beta as stored, whatever the key's norm (`beta_is_input`),
-/// which lane_beta_ahead loads by its bits.
-template <class Rule>
-inline constexpr bool beta_is_input = requires { requires Rule::beta_is_input; };
-
 /// A log gate loaded ahead: floored where it is used, as lane_gate gives it.
 template <class E>
 struct gate_ahead : lane_ahead<E> {
