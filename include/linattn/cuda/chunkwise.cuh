@@ -19,6 +19,7 @@
 #include "host/plan.cuh"
 #include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
+#include "kernels/chunk_gate_cumsum.cuh"
 #include "kernels/chunk_local_mma.cuh"
 #include "kernels/chunk_local_per_key.cuh"
 #include "kernels/chunk_local_wmma.cuh"
@@ -94,10 +95,20 @@ struct chunkwise_kernels<float> {
 /// fits per multiprocessor, so the shape picks how wide a block is: up to 4 groups per
 /// multiprocessor take 4 groups of 2 warps (splitting each group's key columns), more take all
 /// value columns in one block of one-warp groups: as few blocks as fill the multiprocessors,
-/// each reading the chunk's Q, K, W tiles once. On those two, the additive rule without a decay
-/// (Hebbian) runs no chunk-local pass: the state pass forms its scores.
+/// each reading the chunk's Q, K, W tiles once. On those two, the additive rules with a scalar
+/// decay or none (Hebbian, ScalarDecay) run no chunk-local pass: the state pass forms their
+/// scores, from b that a small pass writes for ScalarDecay.
 template <class E>
 struct chunkwise_mma_kernels {
+  /// b of every chunk and value head alone (chunk_gate_cumsum.cuh).
+  template <class Rule>
+  static void launch_gate_cumsum(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
+    using S = chunk_gate_cumsum_storage;
+    const dim3 grid(unsigned((plan.n_chunks + S::chunks_per_block - 1) / S::chunks_per_block), plan.local_grid.y);
+    chunk_gate_cumsum_kernel<Rule, E><<<grid, S::threads, 0, stream>>>(args, unsigned(plan.n_chunks));
+    check_launch("chunk_gate_cumsum_kernel");
+  }
+
   static state_pass state_pass_for(const problem& p, index_t sms) {
     if (p.N * p.HV * (p.V / 16) <= sms) return state_pass::specialized_16;
     if (p.N * p.HV * (p.V / 32) <= sms) return state_pass::specialized_32;
@@ -108,9 +119,11 @@ struct chunkwise_mma_kernels {
   static void run(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
     if constexpr (per_key_decays<Rule>)  // fp32 tiles, one TF32 product per step (finer than the inputs)
       launch_per_key_local<Rule, E, K, V, single_tf32>(plan, args, stream);
-    else if (plan.n_chunks > 0 && plan.local_pass)  // else the state pass forms the scores
+    else if (plan.n_chunks > 0 && plan.local_pass)
       launch<chunk_local_mma_storage<Rule, E, K, V>>(chunk_local_mma_kernel<Rule, E, K, V>, plan.local_grid, args, stream,
                                                      "chunk_local_mma_kernel");
+    else if constexpr (Rule::decay == decay_kind::scalar)  // the state pass forms the scores from b
+      if (plan.n_chunks > 0) launch_gate_cumsum(plan, args, stream);
     const auto specialized = [&](auto bv) {
       constexpr int BV = decltype(bv)::value;
       static_assert(V % BV == 0, "whole column blocks");

@@ -124,7 +124,7 @@ struct chunkwise_plan : chunk_tables {
   // shared tiles, which it copies whole (tile/bulk_copy.cuh).
   bool whole_tiles;
   bool local_pass;               // pass 1 runs; not where the fused state pass forms the scores itself
-                                 // (Hebbian, kernels/chunk_state_mma.cuh): no W, U, scores, b then
+                                 // (Hebbian, ScalarDecay; kernels/chunk_state_mma.cuh): no W, U, scores then
   index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
   index_t decay_slots;           // decays per chunk and value head: C (b) or K (per_key)
   dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
@@ -162,7 +162,7 @@ struct chunkwise_plan : chunk_tables {
       workspace.keys = ws.take<E>(tokens * ldw);
       workspace.queries = ws.take<E>(tokens * ldw);
     }
-    workspace.gate_cumsum = ws.take<float>(local_pass ? n_chunks * p.HV * decay_slots : 0);
+    workspace.gate_cumsum = ws.take<float>(n_chunks * p.HV * decay_slots);  // also without pass 1 (chunk_gate_cumsum.cuh)
     workspace.bytes = ws.bytes;
   }
 

@@ -16,9 +16,10 @@
 /// of Ot), which divides the sequential work per chunk by Split for calls with few sequences x
 /// heads. Ht enters its products rounded to the input type, as U~ does.
 ///
-/// The additive rule without a decay (Hebbian) needs no chunk-local pass here: the block forms
-/// each chunk's scores from the Q and K tiles it holds (chunk_scores.cuh), so Q and K are read
-/// once and no [T, C] tile goes through memory.
+/// The additive rules with a scalar decay or none (Hebbian, ScalarDecay) need no chunk-local
+/// pass here: the block forms each chunk's scores from the Q and K tiles it holds and b
+/// (chunk_scores.cuh; b from chunk_gate_cumsum.cuh), so Q and K are read once and no [T, C]
+/// tile goes through memory.
 #pragma once
 
 #include <type_traits>
@@ -34,10 +35,9 @@
 namespace linattn::cuda::detail {
 
 /// Whether the register-resident state pass forms the chunk's scores itself (no chunk-local
-/// pass): the additive rules without a decay (b = 0). With a scalar decay the pass would also
-/// have to load and scan the log gates on its sequential path; measured slower (bench/cuda/NOTES.md).
+/// pass): the additive rules with a scalar decay (b from the gate-cumsum pass) or none (b = 0).
 template <class Rule>
-inline constexpr bool forms_own_scores = !corrects<Rule> && Rule::decay == decay_kind::none;
+inline constexpr bool forms_own_scores = !corrects<Rule> && Rule::decay != decay_kind::vector;
 
 /// One chunk's tiles in shared memory (two buffers), delta family; `Slots` decays
 /// (state_pass_decays.cuh).
@@ -99,10 +99,10 @@ __device__ void load_chunk_tiles(Tiles& buf, const chunk_args<Rule, T>& args, in
   const index_t qk = args.state_head(h, hv);
   load_rows<chunk, K, Threads>(buf.queries[0], Tiles::ldk, args.state_queries(), b, t0, n, qk);
   load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, qk);
-  if constexpr (!forms_own_scores<Rule>) {  // else formed by the state pass (and b = 0)
+  if constexpr (!forms_own_scores<Rule>)  // else formed by the state pass
     load_rows<chunk, chunk, Threads>(buf.scores[0], Tiles::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
+  if constexpr (Rule::decay != decay_kind::none)  // else b = 0, set once
     args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, int(threadIdx.x));
-  }
   commit_copies();
 }
 
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       for (int e = 0; e < 4; ++e) at(k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) = ht[nt][e];
   };
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
-  if constexpr (forms_own_scores<Rule>)  // b = 0 in both buffers (the next __syncthreads publishes it)
+  if constexpr (Rule::decay == decay_kind::none)  // b = 0 in both buffers (the next __syncthreads publishes it)
     if (const int r = int(threadIdx.x); r < chunk) smem.buffer[0].gates[r] = 0.0f, smem.buffer[1].gates[r] = 0.0f;
   if (s.length > 0) load_chunk_tiles<K, S::BV, S::threads>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
 
@@ -164,7 +164,8 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
     __syncthreads();  // this chunk's tiles are in
     typename S::tiles& buf = buffer(c);
     if constexpr (forms_own_scores<Rule>) {  // the scores, from the tiles just loaded
-      form_chunk_scores<K, S::warps>(buf.queries[0], buf.keys[0], S::ldk, args.scale, buf.scores[0], S::lds);
+      const float* b_or_none = Rule::decay == decay_kind::scalar ? buf.gates : nullptr;
+      form_chunk_scores<K, S::warps>(buf.queries[0], buf.keys[0], S::ldk, b_or_none, args.scale, buf.scores[0], S::lds);
       __syncthreads();
     }
     const T* queries = buf.queries[0] + k0;
