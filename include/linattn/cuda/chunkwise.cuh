@@ -55,6 +55,14 @@ void launch_per_key_local(const chunkwise_plan<E>& plan, const chunk_args<Rule, 
                                               "chunk_local_per_key_kernel");
 }
 
+/// Whether state pass `s` forms the chunk's scores itself, so that no chunk-local pass runs
+/// (the register-resident passes: 4 groups of 2 warps, or one-warp groups).
+template <class Rule>
+constexpr bool state_pass_forms_scores(state_pass s) {
+  return (s == state_pass::mma_split && forms_own_scores<Rule, 2>) ||
+         (s == state_pass::mma_wide && forms_own_scores<Rule, 1>);
+}
+
 /// fp32: WMMA in both passes, the state in shared memory; the block products in 3xTF32 or,
 /// with options::precision = tf32, in one TF32 product (`Op`, tile/block_gemm.cuh).
 template <>
@@ -95,9 +103,9 @@ struct chunkwise_kernels<float> {
 /// fits per multiprocessor, so the shape picks how wide a block is: up to 4 groups per
 /// multiprocessor take 4 groups of 2 warps (splitting each group's key columns), more take all
 /// value columns in one block of one-warp groups: as few blocks as fill the multiprocessors,
-/// each reading the chunk's Q, K, W tiles once. On those two, the additive rules with a scalar
-/// decay or none (Hebbian, ScalarDecay) run no chunk-local pass: the state pass forms their
-/// scores, from b that a small pass writes for ScalarDecay.
+/// each reading the chunk's Q, K, W tiles once. There the additive rule without a decay
+/// (Hebbian) runs no chunk-local pass, and ScalarDecay none beside the one-warp groups: the
+/// state pass forms their scores (ScalarDecay's from b that a small pass writes).
 template <class E>
 struct chunkwise_mma_kernels {
   /// b of every chunk and value head alone (chunk_gate_cumsum.cuh).
@@ -166,8 +174,9 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
-  const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()), opt.precision,
-                                       detail::per_key_decays<Rule>, detail::forms_own_scores<Rule>);
+  const detail::state_pass state = kernels::state_pass_for(p, detail::multiprocessors());
+  const detail::chunkwise_plan<E> plan(p, state, opt.precision, detail::per_key_decays<Rule>,
+                                       detail::state_pass_forms_scores<Rule>(state));
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);

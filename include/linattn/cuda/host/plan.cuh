@@ -141,10 +141,10 @@ struct chunkwise_plan : chunk_tables {
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
 
   chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact,
-                 bool per_key = false, bool own_scores = false)
+                 bool per_key = false, bool state_forms_scores = false)
       : chunk_tables(p, chunk), slots(p), state(s), products(products), per_key(per_key),
         whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32),
-        local_pass(!(own_scores && (s == state_pass::mma_split || s == state_pass::mma_wide))) {
+        local_pass(!state_forms_scores) {
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
     decay_slots = per_key ? p.K : index_t(chunk);
