@@ -56,7 +56,7 @@ std::vector<shape_case> shape_cases() {
       {"B10 T70 H4 HV8 K128 V128, wider grid", {10, 70, 4, 8, 128, 128}, {}, {}},
       {"B20 T70 H2 HV8 K64 V64, wider grid", {20, 70, 2, 8, 64, 64}, {}, {}},
       // The same two register-resident passes over many chunks, with K != V and varlen (Hebbian
-      // forms its scores there, with no chunk-local pass): 384 units (four 2-warp groups) and
+      // and ScalarDecay form their scores there, with no chunk-local pass): 384 units (four 2-warp groups) and
       // 576 (one warp per 16 columns)
       {"B8 T300 H3 HV12 K128 V64, many chunks, 2-warp groups", {8, 300, 3, 12, 128, 64}, {}, {}},
       {"packed 0,1,65,200,330 H6 HV18 K64 V128, many chunks, wider grid", {1, 330, 6, 18, 64, 128},

@@ -19,6 +19,7 @@
 #include "host/plan.cuh"
 #include "host/qk_normalization.cuh"
 #include "host/supported_rule.cuh"
+#include "kernels/chunk_gate_cumsum.cuh"
 #include "kernels/chunk_local_mma.cuh"
 #include "kernels/chunk_local_per_key.cuh"
 #include "kernels/chunk_local_wmma.cuh"
@@ -52,6 +53,14 @@ void launch_per_key_local(const chunkwise_plan<E>& plan, const chunk_args<Rule, 
   if (plan.n_chunks > 0)
     launch<chunk_local_per_key_storage<K, V>>(chunk_local_per_key_kernel<Rule, E, K, V, Op>, plan.local_grid, args, stream,
                                               "chunk_local_per_key_kernel");
+}
+
+/// Whether state pass `s` forms the chunk's scores itself, so that no chunk-local pass runs
+/// (the register-resident passes: 4 groups of 2 warps, or one-warp groups).
+template <class Rule>
+constexpr bool state_pass_forms_scores(state_pass s) {
+  return (s == state_pass::mma_split && forms_own_scores<Rule, 2>) ||
+         (s == state_pass::mma_wide && forms_own_scores<Rule, 1>);
 }
 
 /// fp32: WMMA in both passes, the state in shared memory; the block products in 3xTF32 or,
@@ -94,10 +103,20 @@ struct chunkwise_kernels<float> {
 /// fits per multiprocessor, so the shape picks how wide a block is: up to 4 groups per
 /// multiprocessor take 4 groups of 2 warps (splitting each group's key columns), more take all
 /// value columns in one block of one-warp groups: as few blocks as fill the multiprocessors,
-/// each reading the chunk's Q, K, W tiles once. On those two, the additive rule without a decay
-/// (Hebbian) runs no chunk-local pass: the state pass forms its scores.
+/// each reading the chunk's Q, K, W tiles once. There the additive rule without a decay
+/// (Hebbian) runs no chunk-local pass, and ScalarDecay none beside the one-warp groups: the
+/// state pass forms their scores (ScalarDecay's from b that a small pass writes).
 template <class E>
 struct chunkwise_mma_kernels {
+  /// b of every chunk and value head alone (chunk_gate_cumsum.cuh).
+  template <class Rule>
+  static void launch_gate_cumsum(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
+    using S = chunk_gate_cumsum_storage;
+    const dim3 grid(unsigned((plan.n_chunks + S::chunks_per_block - 1) / S::chunks_per_block), plan.local_grid.y);
+    chunk_gate_cumsum_kernel<Rule, E><<<grid, S::threads, 0, stream>>>(args, unsigned(plan.n_chunks));
+    check_launch("chunk_gate_cumsum_kernel");
+  }
+
   static state_pass state_pass_for(const problem& p, index_t sms) {
     if (p.N * p.HV * (p.V / 16) <= sms) return state_pass::specialized_16;
     if (p.N * p.HV * (p.V / 32) <= sms) return state_pass::specialized_32;
@@ -108,9 +127,11 @@ struct chunkwise_mma_kernels {
   static void run(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
     if constexpr (per_key_decays<Rule>)  // fp32 tiles, one TF32 product per step (finer than the inputs)
       launch_per_key_local<Rule, E, K, V, single_tf32>(plan, args, stream);
-    else if (plan.n_chunks > 0 && plan.local_pass)  // else the state pass forms the scores
+    else if (plan.n_chunks > 0 && plan.local_pass)
       launch<chunk_local_mma_storage<Rule, E, K, V>>(chunk_local_mma_kernel<Rule, E, K, V>, plan.local_grid, args, stream,
                                                      "chunk_local_mma_kernel");
+    else if constexpr (Rule::decay == decay_kind::scalar)  // the state pass forms the scores from b
+      if (plan.n_chunks > 0) launch_gate_cumsum(plan, args, stream);
     const auto specialized = [&](auto bv) {
       constexpr int BV = decltype(bv)::value;
       static_assert(V % BV == 0, "whole column blocks");
@@ -153,8 +174,9 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
-  const detail::chunkwise_plan<E> plan(p, kernels::state_pass_for(p, detail::multiprocessors()), opt.precision,
-                                       detail::per_key_decays<Rule>, detail::forms_own_scores<Rule>);
+  const detail::state_pass state = kernels::state_pass_for(p, detail::multiprocessors());
+  const detail::chunkwise_plan<E> plan(p, state, opt.precision, detail::per_key_decays<Rule>,
+                                       detail::state_pass_forms_scores<Rule>(state));
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);

@@ -124,7 +124,7 @@ struct chunkwise_plan : chunk_tables {
   // shared tiles, which it copies whole (tile/bulk_copy.cuh).
   bool whole_tiles;
   bool local_pass;               // pass 1 runs; not where the fused state pass forms the scores itself
-                                 // (Hebbian, kernels/chunk_state_mma.cuh): no W, U, scores, b then
+                                 // (Hebbian, ScalarDecay; kernels/chunk_state_mma.cuh): no W, U, scores then
   index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
   index_t decay_slots;           // decays per chunk and value head: C (b) or K (per_key)
   dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
@@ -141,10 +141,10 @@ struct chunkwise_plan : chunk_tables {
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
 
   chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact,
-                 bool per_key = false, bool own_scores = false)
+                 bool per_key = false, bool state_forms_scores = false)
       : chunk_tables(p, chunk), slots(p), state(s), products(products), per_key(per_key),
         whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32),
-        local_pass(!(own_scores && (s == state_pass::mma_split || s == state_pass::mma_wide))) {
+        local_pass(!state_forms_scores) {
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
     decay_slots = per_key ? p.K : index_t(chunk);
@@ -162,7 +162,7 @@ struct chunkwise_plan : chunk_tables {
       workspace.keys = ws.take<E>(tokens * ldw);
       workspace.queries = ws.take<E>(tokens * ldw);
     }
-    workspace.gate_cumsum = ws.take<float>(local_pass ? n_chunks * p.HV * decay_slots : 0);
+    workspace.gate_cumsum = ws.take<float>(n_chunks * p.HV * decay_slots);  // also without pass 1 (chunk_gate_cumsum.cuh)
     workspace.bytes = ws.bytes;
   }
 

@@ -1,29 +1,30 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// One chunk's scores for the output of a rule without a decay, formed by the warps of a state
-/// pass from the query and key tiles it has already loaded (16-bit inputs, mma.sync):
+/// One chunk's scores for the output, formed by the warps of a state pass from the query and
+/// key tiles it has already loaded (16-bit inputs, mma.sync):
 ///
-///   scores = scale (Q K^T ⊙ M),   M_rj = 1 for j <= r, else 0     [C, C]
+///   scores = scale (Q K^T ⊙ Gam),   Gam_rj = exp(b_r - b_j) for j <= r, else 0     [C, C]
 ///
 /// For the additive rules this is the chunk-local pass's only product, so a state pass that
 /// forms it needs no chunk-local pass (and no [T, C] tile written and read back through
-/// memory); the register-resident state pass does so for Hebbian (chunk_state_mma.cuh). The
-/// arithmetic is the chunk-local pass's (chunk_local_mma.cuh): the same k-step order, fp32
-/// accumulators, then the mask and the scale, rounded once to T, so the scores are the same
-/// bits either way (its factor exp(b_r - b_j) is exactly 1 there).
+/// memory); the register-resident state pass does so for Hebbian and ScalarDecay
+/// (chunk_state_mma.cuh). The arithmetic is the chunk-local pass's (chunk_local_mma.cuh): the
+/// same k-step order, fp32 accumulators, then the mask and the scale, rounded once to T, so the
+/// scores are the same bits either way.
 #pragma once
 
 #include "../tile/mma_sync.cuh"
 
 namespace linattn::cuda::detail {
 
-/// scores [C, lds] <- scale (Q K^T ⊙ M) from queries, keys [C, ldk] in shared memory, on the
+/// scores [C, lds] <- scale (Q K^T ⊙ Gam) from queries, keys [C, ldk] in shared memory, on the
 /// first `Warps` (4 or 8) warps of the block: warp w forms the 16 rows of row block w % 4 and the
 /// column blocks w / 4, w / 4 + Warps / 4, ... on or below the diagonal. Blocks above it are not
-/// written (the output product reads the lower triangle only). The caller synchronises before
-/// reading.
+/// written (the output product reads the lower triangle only). `b`: the chunk's cumsum of the
+/// log gates in shared memory, nullptr without a decay. The caller synchronises before reading.
 template <int K, int Warps, class T>
-__device__ void form_chunk_scores(const T* queries, const T* keys, int ldk, float scale, T* scores, int lds) {
+__device__ void form_chunk_scores(const T* queries, const T* keys, int ldk, const float* b, float scale, T* scores,
+                                  int lds) {
   static_assert(Warps == 4 || Warps == 8, "four row blocks over the warps");
   constexpr int step = Warps / 4, blocks = 4 / step;  // column blocks per warp, at most
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
@@ -51,8 +52,9 @@ __device__ void form_chunk_scores(const T* queries, const T* keys, int ldk, floa
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = r0 + g + 8 * half;
-      const float m0 = j <= r ? 1.0f : 0.0f, m1 = j + 1 <= r ? 1.0f : 0.0f;
-      store_pair(scores + r * lds, j, scale * sc[ln][2 * half] * m0, scale * sc[ln][2 * half + 1] * m1);
+      const float e0 = j <= r ? (b ? __expf(b[r] - b[j]) : 1.0f) : 0.0f;
+      const float e1 = j + 1 <= r ? (b ? __expf(b[r] - b[j + 1]) : 1.0f) : 0.0f;
+      store_pair(scores + r * lds, j, scale * sc[ln][2 * half] * e0, scale * sc[ln][2 * half + 1] * e1);
     }
   }
 }

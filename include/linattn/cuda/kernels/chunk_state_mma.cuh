@@ -16,9 +16,10 @@
 /// of Ot), which divides the sequential work per chunk by Split for calls with few sequences x
 /// heads. Ht enters its products rounded to the input type, as U~ does.
 ///
-/// The additive rule without a decay (Hebbian) needs no chunk-local pass here: the block forms
-/// each chunk's scores from the Q and K tiles it holds (chunk_scores.cuh), so Q and K are read
-/// once and no [T, C] tile goes through memory.
+/// The additive rules with a scalar decay or none (Hebbian, ScalarDecay) need no chunk-local
+/// pass here: the block forms each chunk's scores from the Q and K tiles it holds and b
+/// (chunk_scores.cuh; b from chunk_gate_cumsum.cuh), so Q and K are read once and no [T, C]
+/// tile goes through memory.
 #pragma once
 
 #include <type_traits>
@@ -33,11 +34,14 @@
 
 namespace linattn::cuda::detail {
 
-/// Whether the register-resident state pass forms the chunk's scores itself (no chunk-local
-/// pass): the additive rules without a decay (b = 0). With a scalar decay the pass would also
-/// have to load and scan the log gates on its sequential path; measured slower (bench/cuda/NOTES.md).
-template <class Rule>
-inline constexpr bool forms_own_scores = !corrects<Rule> && Rule::decay == decay_kind::none;
+/// Whether the register-resident state pass with `Split` warps per group forms the chunk's
+/// scores itself (no chunk-local pass): the additive rule without a decay (b = 0) on both
+/// widths; with a scalar decay (b from the gate-cumsum pass) on the one-warp groups only, since
+/// beside the 2-warp groups (at most 4 groups per multiprocessor) the chunk-local pass was the
+/// faster (bench/cuda/NOTES.md).
+template <class Rule, int Split>
+inline constexpr bool forms_own_scores =
+    !corrects<Rule> && (Rule::decay == decay_kind::none || (Rule::decay == decay_kind::scalar && Split == 1));
 
 /// One chunk's tiles in shared memory (two buffers), delta family; `Slots` decays
 /// (state_pass_decays.cuh).
@@ -86,8 +90,9 @@ template <class Rule, class T, int K, int Groups, int Split>
 using chunk_state_mma_storage = std::conditional_t<(Split > 1), chunk_state_mma_partials<Rule, T, K, Groups, Split>,
                                                    chunk_state_mma_buffers<Rule, T, K, Groups, Split>>;
 
-/// Queues the copies of one chunk's tiles into `buf` (one commit group per thread).
-template <int K, int BV, int Threads, class Rule, class T, class Tiles>
+/// Queues the copies of one chunk's tiles into `buf` (one commit group per thread); the scores
+/// only where the pass does not form them (`OwnScores`).
+template <int K, int BV, int Threads, bool OwnScores, class Rule, class T, class Tiles>
 __device__ void load_chunk_tiles(Tiles& buf, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n, index_t hv,
                                  index_t h, index_t v0) {
   if constexpr (corrects<Rule>) {
@@ -99,10 +104,10 @@ __device__ void load_chunk_tiles(Tiles& buf, const chunk_args<Rule, T>& args, in
   const index_t qk = args.state_head(h, hv);
   load_rows<chunk, K, Threads>(buf.queries[0], Tiles::ldk, args.state_queries(), b, t0, n, qk);
   load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, qk);
-  if constexpr (!forms_own_scores<Rule>) {  // else formed by the state pass (and b = 0)
+  if constexpr (!OwnScores)
     load_rows<chunk, chunk, Threads>(buf.scores[0], Tiles::lds, tensor_view<const T, 4>(args.scores), b, t0, n, hv);
+  if constexpr (Rule::decay != decay_kind::none)  // else b = 0, set once
     args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, int(threadIdx.x));
-  }
   commit_copies();
 }
 
@@ -113,6 +118,7 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
   static_assert(K % (16 * Split) == 0, "each warp takes whole 16-key steps");
   using S = chunk_state_mma_storage<Rule, T, K, Groups, Split>;
   using decays = state_pass_decays<Rule, K>;
+  constexpr bool own_scores = forms_own_scores<Rule, Split>;
   constexpr int KP = K / Split;        // key columns per warp
   constexpr int KT = KP / 8;           // n-tiles of the warp's part of Ht
   constexpr int CT = chunk / 8;        // n-tiles of a [16, C] tile
@@ -148,23 +154,27 @@ __global__ void __launch_bounds__(32 * Groups * Split) chunk_state_mma_kernel(ch
       for (int e = 0; e < 4; ++e) at(k0 + 8 * nt + 2 * t + (e & 1), vw + g + 8 * (e >> 1)) = ht[nt][e];
   };
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % 2]; };
-  if constexpr (forms_own_scores<Rule>)  // b = 0 in both buffers (the next __syncthreads publishes it)
+  if constexpr (Rule::decay == decay_kind::none)  // b = 0 in both buffers (the next __syncthreads publishes it)
     if (const int r = int(threadIdx.x); r < chunk) smem.buffer[0].gates[r] = 0.0f, smem.buffer[1].gates[r] = 0.0f;
-  if (s.length > 0) load_chunk_tiles<K, S::BV, S::threads>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length), hv, h, v0);
+  if (s.length > 0)
+    load_chunk_tiles<K, S::BV, S::threads, own_scores>(buffer(0), args, s.first_chunk, b, s.start, min(chunk, s.length),
+                                                       hv, h, v0);
 
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
   for (int c = 0, t0 = s.start; t0 < end; ++c, t0 += chunk) {
     const int n = min(chunk, end - t0);
     if (t0 + chunk < end) {
-      load_chunk_tiles<K, S::BV, S::threads>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk, min(chunk, end - t0 - chunk), hv, h, v0);
+      load_chunk_tiles<K, S::BV, S::threads, own_scores>(buffer(c + 1), args, s.first_chunk + c + 1, b, t0 + chunk,
+                                                         min(chunk, end - t0 - chunk), hv, h, v0);
       wait_copies<1>();
     } else {
       wait_copies<0>();
     }
     __syncthreads();  // this chunk's tiles are in
     typename S::tiles& buf = buffer(c);
-    if constexpr (forms_own_scores<Rule>) {  // the scores, from the tiles just loaded
-      form_chunk_scores<K, S::warps>(buf.queries[0], buf.keys[0], S::ldk, args.scale, buf.scores[0], S::lds);
+    if constexpr (own_scores) {  // the scores, from the tiles just loaded
+      const float* b_or_none = Rule::decay == decay_kind::scalar ? buf.gates : nullptr;
+      form_chunk_scores<K, S::warps>(buf.queries[0], buf.keys[0], S::ldk, b_or_none, args.scale, buf.scores[0], S::lds);
       __syncthreads();
     }
     const T* queries = buf.queries[0] + k0;
