@@ -65,8 +65,9 @@ __device__ void chunk_write_strengths(const chunk_args<Rule, T>& args, const Key
 
 /// With gates[0..C) holding the chunk's log gates (0 past its n tokens) and `keys` its key
 /// tile [C, ldk] in shared memory (both visible to the block): gates <- their cumsum,
-/// betas[r] <- beta_r (0 past n; delta family only, where load_keys_queries_gates did not), and the cumsum is written to
-/// args.gate_cumsum for chunk i of the chunk table (all C entries). Runs on the whole block (at least 2 warps); ends synchronised.
+/// betas[r] <- beta_r (0 past n; delta family only, where load_keys_queries_gates did not),
+/// and the cumsum is written to args.gate_cumsum for chunk i of the chunk table (all C
+/// entries). Runs on the whole block (at least 2 warps); ends synchronised.
 template <int K, class Rule, class T>
 __device__ void chunk_gates_and_betas(const chunk_args<Rule, T>& args, const T* keys, int ldk, float* gates,
                                       float* betas, int i, index_t b, index_t t0, int n, index_t hv) {

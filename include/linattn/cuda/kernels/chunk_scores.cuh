@@ -7,8 +7,8 @@
 ///
 /// For the additive rules this is the chunk-local pass's only product, so a state pass that
 /// forms it needs no chunk-local pass (and no [T, C] tile written and read back through
-/// memory); the register-resident state pass does so for Hebbian and ScalarDecay
-/// (chunk_state_mma.cuh). The arithmetic is the chunk-local pass's (chunk_local_mma.cuh): the
+/// memory); the register-resident state pass does so for Hebbian and, on its one-warp groups,
+/// ScalarDecay (chunk_state_mma.cuh). The arithmetic is the chunk-local pass's (chunk_local_mma.cuh): the
 /// same k-step order, fp32 accumulators, then the mask and the scale, rounded once to T, so the
 /// scores are the same bits either way.
 #pragma once

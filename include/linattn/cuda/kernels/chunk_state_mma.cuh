@@ -16,9 +16,9 @@
 /// of Ot), which divides the sequential work per chunk by Split for calls with few sequences x
 /// heads. Ht enters its products rounded to the input type, as U~ does.
 ///
-/// The additive rules with a scalar decay or none (Hebbian, ScalarDecay) need no chunk-local
-/// pass here: the block forms each chunk's scores from the Q and K tiles it holds and b
-/// (chunk_scores.cuh; b from chunk_gate_cumsum.cuh), so Q and K are read once and no [T, C]
+/// The additive rules need no chunk-local pass here (Hebbian; ScalarDecay on the one-warp groups,
+/// `forms_own_scores`): the block forms each chunk's scores from the Q and K tiles it holds and
+/// b (chunk_scores.cuh; b from chunk_gate_cumsum.cuh), so Q and K are read once and no [T, C]
 /// tile goes through memory.
 #pragma once
 
