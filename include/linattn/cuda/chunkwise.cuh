@@ -55,12 +55,15 @@ void launch_per_key_local(const chunkwise_plan<E>& plan, const chunk_args<Rule, 
                                               "chunk_local_per_key_kernel");
 }
 
-/// Whether state pass `s` forms the chunk's scores itself, so that no chunk-local pass runs
-/// (the register-resident passes: 4 groups of 2 warps, or one-warp groups).
+/// What runs before state pass `s`: the chunk-local pass, unless that state pass forms the
+/// chunk's scores itself (the register-resident passes: 4 groups of 2 warps, or one-warp
+/// groups), which then needs the gate cumsums alone (scalar decay) or nothing.
 template <class Rule>
-constexpr bool state_pass_forms_scores(state_pass s) {
-  return (s == state_pass::mma_split && forms_own_scores<Rule, 2>) ||
-         (s == state_pass::mma_wide && forms_own_scores<Rule, 1>);
+constexpr first_pass first_pass_for(state_pass s) {
+  const bool own = (s == state_pass::mma_split && forms_own_scores<Rule, 2>) ||
+                   (s == state_pass::mma_wide && forms_own_scores<Rule, 1>);
+  if (!own) return first_pass::chunk_local;
+  return Rule::decay == decay_kind::scalar ? first_pass::gate_cumsum : first_pass::none;
 }
 
 /// fp32: WMMA in both passes, the state in shared memory; the block products in 3xTF32 or,
@@ -127,11 +130,11 @@ struct chunkwise_mma_kernels {
   static void run(const chunkwise_plan<E>& plan, const chunk_args<Rule, E>& args, cudaStream_t stream) {
     if constexpr (per_key_decays<Rule>)  // fp32 tiles, one TF32 product per step (finer than the inputs)
       launch_per_key_local<Rule, E, K, V, single_tf32>(plan, args, stream);
-    else if (plan.n_chunks > 0 && plan.local_pass)
+    else if (plan.n_chunks > 0 && plan.first == first_pass::chunk_local)
       launch<chunk_local_mma_storage<Rule, E, K, V>>(chunk_local_mma_kernel<Rule, E, K, V>, plan.local_grid, args, stream,
                                                      "chunk_local_mma_kernel");
     else if constexpr (Rule::decay == decay_kind::scalar)  // the state pass forms the scores from b
-      if (plan.n_chunks > 0) launch_gate_cumsum(plan, args, stream);
+      if (plan.n_chunks > 0 && plan.first == first_pass::gate_cumsum) launch_gate_cumsum(plan, args, stream);
     const auto specialized = [&](auto bv) {
       constexpr int BV = decltype(bv)::value;
       static_assert(V % BV == 0, "whole column blocks");
@@ -176,7 +179,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
   const detail::state_pass state = kernels::state_pass_for(p, detail::multiprocessors());
   const detail::chunkwise_plan<E> plan(p, state, opt.precision, detail::per_key_decays<Rule>,
-                                       detail::state_pass_forms_scores<Rule>(state));
+                                       detail::first_pass_for<Rule>(state));
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);

@@ -111,6 +111,11 @@ constexpr index_t state_columns(state_pass s, index_t V) {
   }
 }
 
+/// What runs before the state pass of a chunkwise call: the chunk-local pass (W, U, the scores,
+/// b), or where the fused state pass forms the scores itself (kernels/chunk_state_mma.cuh) only
+/// the gate cumsums b (scalar decay; kernels/chunk_gate_cumsum.cuh) or nothing (no decay).
+enum class first_pass { chunk_local, gate_cumsum, none };
+
 /// The plan of a chunkwise call with inputs of type E.
 template <class E>
 struct chunkwise_plan : chunk_tables {
@@ -123,8 +128,7 @@ struct chunkwise_plan : chunk_tables {
   // with padded rows: a chunk's rows of one value head are one block, laid out as that pass's
   // shared tiles, which it copies whole (tile/bulk_copy.cuh).
   bool whole_tiles;
-  bool local_pass;               // pass 1 runs; not where the fused state pass forms the scores itself
-                                 // (Hebbian, ScalarDecay; kernels/chunk_state_mma.cuh): no W, U, scores then
+  first_pass first;               // without the chunk-local pass: no W, U, scores; b only for gate_cumsum
   index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
   index_t decay_slots;           // decays per chunk and value head: C (b) or K (per_key)
   dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
@@ -141,16 +145,17 @@ struct chunkwise_plan : chunk_tables {
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
 
   chunkwise_plan(const problem& p, state_pass s, product_precision products = product_precision::exact,
-                 bool per_key = false, bool state_forms_scores = false)
+                 bool per_key = false, first_pass first = first_pass::chunk_local)
       : chunk_tables(p, chunk), slots(p), state(s), products(products), per_key(per_key),
         whole_tiles(s == state_pass::specialized_16 || s == state_pass::specialized_32),
-        local_pass(!state_forms_scores) {
+        first(first) {
     ldw = p.K + (whole_tiles ? pad<E> : 0);
     lds = chunk + (whole_tiles ? pad<E> : 0);
     decay_slots = per_key ? p.K : index_t(chunk);
     local_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns(s, p.V)), unsigned(p.HV), unsigned(p.N));
-    const std::size_t tokens = local_pass ? std::size_t(p.B * p.T * p.HV) : 0;  // rows of pass 1's outputs
+    const bool local = first == first_pass::chunk_local;
+    const std::size_t tokens = local ? std::size_t(p.B * p.T * p.HV) : 0;  // rows of pass 1's outputs
     workspace_layout ws;
     workspace.seqs = ws.take<span>(seqs.size());
     workspace.chunks = ws.take<span>(chunks.size());
@@ -162,7 +167,7 @@ struct chunkwise_plan : chunk_tables {
       workspace.keys = ws.take<E>(tokens * ldw);
       workspace.queries = ws.take<E>(tokens * ldw);
     }
-    workspace.gate_cumsum = ws.take<float>(n_chunks * p.HV * decay_slots);  // also without pass 1 (chunk_gate_cumsum.cuh)
+    workspace.gate_cumsum = ws.take<float>(first != first_pass::none ? n_chunks * p.HV * decay_slots : 0);
     workspace.bytes = ws.bytes;
   }
 

@@ -75,10 +75,9 @@ __device__ void chunk_gates_and_betas(const chunk_args<Rule, T>& args, const T* 
   if constexpr (corrects<Rule> && !beta_is_input<Rule>)  // else loaded with the tiles
     chunk_write_strengths<K>(args, keys, ldk, betas, b, t0, n, hv);
   if (warp == warps - 1) {  // cumsum on the last warp: two gates per lane, then a warp scan
-    const float g0 = gates[2 * lane], g1 = g0 + gates[2 * lane + 1];
-    const float run = warp_prefix_sum(g1, lane);
-    gates[2 * lane] = run - g1 + g0;
-    gates[2 * lane + 1] = run;
+    const float2 cum = warp_pair_prefix_sums(gates[2 * lane], gates[2 * lane + 1], lane);
+    gates[2 * lane] = cum.x;
+    gates[2 * lane + 1] = cum.y;
   }
   __syncthreads();
   if (tid < chunk) args.gate_cumsum(i, hv, tid) = gates[tid];

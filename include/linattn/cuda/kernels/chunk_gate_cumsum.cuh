@@ -30,9 +30,9 @@ __global__ void __launch_bounds__(chunk_gate_cumsum_storage::threads) chunk_gate
   const int r = 2 * lane;
   const float g0 = r < c.length ? log_gate<Rule, T>(args.in, c.b, c.start + r, hv) : 0.0f;
   const float g1 = r + 1 < c.length ? log_gate<Rule, T>(args.in, c.b, c.start + r + 1, hv) : 0.0f;
-  const float pair = g0 + g1, run = warp_prefix_sum(pair, lane);
-  args.gate_cumsum(i, hv, r) = run - pair + g0;
-  args.gate_cumsum(i, hv, r + 1) = run;
+  const float2 cum = warp_pair_prefix_sums(g0, g1, lane);  // the chunk-local pass's scan (chunk_coefficients.cuh)
+  args.gate_cumsum(i, hv, r) = cum.x;
+  args.gate_cumsum(i, hv, r + 1) = cum.y;
 }
 
 }  // namespace linattn::cuda::detail

@@ -23,6 +23,13 @@ __device__ inline float warp_prefix_sum(float x, int lane) {
   return x;
 }
 
+/// The inclusive prefix sums of 64 values held two per lane (a in lane l is value 2 l, b value
+/// 2 l + 1): the sums up to a and up to b, in lane `lane`.
+__device__ inline float2 warp_pair_prefix_sums(float a, float b, int lane) {
+  const float pair = a + b, run = warp_prefix_sum(pair, lane);
+  return make_float2(run - pair + a, run);
+}
+
 /// x of lanes lane..31 summed, in lane `lane` (a warp scan from the last lane down).
 __device__ inline float warp_suffix_sum(float x, int lane) {
 #pragma unroll
