@@ -25,11 +25,16 @@ cmake -S . -B $build $gen -DCMAKE_BUILD_TYPE=Release -DLINATTN_CUDA=ON -DCMAKE_C
   -DLINATTN_BUILD_EXAMPLES=OFF -DLINATTN_NATIVE=OFF >"$build/configure.log" 2>&1 || { tail -30 "$build/configure.log"; exit 1; }
 status=0
 if [[ $mode == test || $mode == all ]]; then
-  cmake --build $build -j "$(nproc)" --target linattn_cuda_tests >"$build/build_tests.log" 2>&1 || { tail -40 "$build/build_tests.log"; exit 1; }
+  cmake --build $build -j "$(nproc)" --target linattn_cuda_tests linattn_cuda_compute80_tests >"$build/build_tests.log" 2>&1 ||
+    { tail -40 "$build/build_tests.log"; exit 1; }
   echo "== CUDA tests =="
   ./$build/tests/cuda/linattn_cuda_tests 2>&1 >"$logs/cuda_tests.log"
   [[ $? == 0 ]] || status=1
   grep -v '^error ' "$logs/cuda_tests.log" | tail -25
+  echo "== CUDA tests of the compute_80 build (PTX compiled by the driver for this GPU) =="
+  ./$build/tests/cuda/linattn_cuda_compute80_tests 2>&1 >"$logs/cuda_compute80_tests.log"
+  [[ $? == 0 ]] || status=1
+  grep -v '^error ' "$logs/cuda_compute80_tests.log" | tail -5
   echo "largest relative error per form and input type (forward: out, state; backward: any gradient),"
   echo "over all rules and cases:"
   awk '/^error / && $3 == "chunkwise_backward" {k=$3" "$4; for(i=6;i<=NF;i+=2) if($i>g[k])g[k]=$i}

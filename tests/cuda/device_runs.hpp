@@ -49,6 +49,13 @@ bool device_present(std::string& why);
 /// Multiprocessors of the current device, as the kernels' plans count them to choose grids.
 int multiprocessors();
 
+/// The current device's compute capability, major version (9 for H100 and H200).
+int compute_capability_major();
+
+/// linattn::cuda::detail::bulk_copies_compiled() in the program's own build: whether its
+/// kernels were compiled for sm_90 or later, so that the warp-specialised state pass can run.
+bool bulk_copies_compiled();
+
 /// Rounds the problem's inputs (q, k, v, gates, beta) to `t`, so that the float64 reference
 /// sees exactly the values the device reads (gates and beta to float when `float_coefficients`).
 void round_inputs(ref::problem& p, dtype t, bool float_coefficients = false);

@@ -162,6 +162,14 @@ TEMPLATE_TEST_CASE("cuda options::precision = tf32: float inputs with one TF32 p
   CHECK(e_exact * 10 < e_tf32);
 }
 
+TEST_CASE("cuda the sm_90 build runs bulk copies on a Hopper GPU", "[cuda]") {
+  // This program is built for the configured architectures (sm_90 by default): on a GPU of
+  // compute capability 9 or more its kernels are sm_90 ones, and the warp-specialised state
+  // pass of the few-heads shapes above is available; below, the register-resident pass runs
+  // (test_cuda_compute80.cpp checks that build on any GPU).
+  CHECK(cuda_tests::bulk_copies_compiled() == (cuda_tests::compute_capability_major() >= 9));
+}
+
 TEST_CASE("cuda workspace from a caller's allocator (set_workspace_allocator)", "[cuda][allocator]") {
   std::mt19937_64 rng(67);
   const auto p = harness::make_problem(rng, {2, 150, 2, 4, 128, 64}, harness::spec_of<la::GatedDelta>(),

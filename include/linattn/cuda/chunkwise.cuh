@@ -100,8 +100,9 @@ struct chunkwise_kernels<float> {
 };
 
 /// 16-bit inputs: mma.sync tiles in registers. With few sequences x heads (16-column groups
-/// <= 2 per multiprocessor) the warp-specialised state pass, with the fewer value columns per
-/// block (16 or 32) with which its blocks fit on the multiprocessors at once. Otherwise 16
+/// <= 2 per multiprocessor) and kernels built for sm_90 the warp-specialised state pass, with
+/// the fewer value columns per block (16 or 32) with which its blocks fit on the
+/// multiprocessors at once. Otherwise 16
 /// value columns per warp group, state in registers, output formed in the same warps; one block
 /// fits per multiprocessor, so the shape picks how wide a block is: up to 4 groups per
 /// multiprocessor take 4 groups of 2 warps (splitting each group's key columns), more take all
@@ -121,8 +122,8 @@ struct chunkwise_mma_kernels {
   }
 
   static state_pass state_pass_for(const problem& p, index_t sms) {
-    if (p.N * p.HV * (p.V / 16) <= sms) return state_pass::specialized_16;
-    if (p.N * p.HV * (p.V / 32) <= sms) return state_pass::specialized_32;
+    if (p.N * p.HV * (p.V / 32) <= sms && bulk_copies_compiled())  // (sm_90: bulk copies)
+      return p.N * p.HV * (p.V / 16) <= sms ? state_pass::specialized_16 : state_pass::specialized_32;
     return p.N * p.HV * (p.V / 16) <= 4 * sms ? state_pass::mma_split : state_pass::mma_wide;
   }
 

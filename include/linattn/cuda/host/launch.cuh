@@ -27,6 +27,20 @@ void launch(void (*kernel)(Args), dim3 grid, const Args& args, cudaStream_t stre
   check_launch(name);
 }
 
+/// An empty kernel whose attributes tell which architecture this translation unit's kernels
+/// were built for on the current device (a template: defined in every unit that includes this).
+template <class = void>
+__global__ void architecture_probe_kernel() {}
+
+/// Whether the kernels run here were compiled for sm_90 or later (their PTX architecture, the
+/// __CUDA_ARCH__ they saw): only then do bulk copies (tile/bulk_copy.cuh) run rather than trap.
+/// A build for sm_80 alone, or one that JIT-compiles compute_80 on a Hopper, answers no.
+inline bool bulk_copies_compiled() {
+  cudaFuncAttributes attributes{};
+  check(cudaFuncGetAttributes(&attributes, architecture_probe_kernel<>), "cudaFuncGetAttributes");
+  return attributes.ptxVersion >= 90;
+}
+
 /// How many blocks of `kernel` (with its storage) one multiprocessor holds at once.
 template <class Storage, class Args>
 int resident_blocks(void (*kernel)(Args), const char* name) {
