@@ -52,6 +52,8 @@ std::vector<shape_case> shape_cases() {
       // 320 (output in the state warps, four 2-warp groups; fp32: 32-column blocks); 640 (one
       // warp per 16 columns, V = 128 and V = 64).
       {"B3 T100 H4 HV12 K128 V64, 32-column state blocks", {3, 100, 4, 12, 128, 64}, {}, {}},
+      // 192 units at K = 64 (32 columns; Hebbian forms its scores in that pass), many chunks
+      {"B2 T300 H4 HV12 K64 V128, 32-column state blocks", {2, 300, 4, 12, 64, 128}, {}, {}},
       {"B5 T70 H4 HV8 K128 V128, wide grid", {5, 70, 4, 8, 128, 128}, {}, {}},
       {"B10 T70 H4 HV8 K128 V128, wider grid", {10, 70, 4, 8, 128, 128}, {}, {}},
       {"B20 T70 H2 HV8 K64 V64, wider grid", {20, 70, 2, 8, 64, 64}, {}, {}},
@@ -353,6 +355,7 @@ TEMPLATE_TEST_CASE("cuda chunkwise form writes checkpoints at chunk ends", "[cud
   const std::vector<shape_case> cases = {
       {"packed 0,130,131,131,300 H1 HV2 K64 V128", {1, 300, 1, 2, 64, 128}, {0, 130, 131, 131, 300}, {}},
       {"B3 T200 H4 HV12 K128 V64, 32-column state blocks", {3, 200, 4, 12, 128, 64}, {}, {}},
+      {"B2 T200 H4 HV12 K64 V128, 32-column state blocks", {2, 200, 4, 12, 64, 128}, {}, {}},
       {"B5 T150 H4 HV8 K128 V128, wide grid", {5, 150, 4, 8, 128, 128}, {}, {}},
       {"B20 T130 H2 HV8 K64 V64, wider grid", {20, 130, 2, 8, 64, 64}, {}, {}},
   };

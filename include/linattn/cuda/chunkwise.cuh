@@ -57,11 +57,14 @@ void launch_per_key_local(const chunkwise_plan<E>& plan, const chunk_args<Rule, 
 
 /// What runs before state pass `s`: the chunk-local pass, unless that state pass forms the
 /// chunk's scores itself (the register-resident passes: 4 groups of 2 warps, or one-warp
-/// groups), which then needs the gate cumsums alone (scalar decay) or nothing.
+/// groups; the warp-specialised pass), which then needs the gate cumsums alone (scalar decay)
+/// or nothing.
 template <class Rule>
-constexpr first_pass first_pass_for(state_pass s) {
+constexpr first_pass first_pass_for(state_pass s, index_t K, index_t V) {
+  const bool specialized = s == state_pass::specialized_16 || s == state_pass::specialized_32;
   const bool own = (s == state_pass::mma_split && forms_own_scores<Rule, 2>) ||
-                   (s == state_pass::mma_wide && forms_own_scores<Rule, 1>);
+                   (s == state_pass::mma_wide && forms_own_scores<Rule, 1>) ||
+                   (specialized && specialized_forms_own_scores<Rule>(int(K), int(state_columns(s, V))));
   if (!own) return first_pass::chunk_local;
   return Rule::decay == decay_kind::scalar ? first_pass::gate_cumsum : first_pass::none;
 }
@@ -180,7 +183,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
   const detail::state_pass state = kernels::state_pass_for(p, detail::multiprocessors());
   const detail::chunkwise_plan<E> plan(p, state, opt.precision, detail::per_key_decays<Rule>,
-                                       detail::first_pass_for<Rule>(state));
+                                       detail::first_pass_for<Rule>(state, p.K, p.V));
   detail::scratch ws(plan.workspace.bytes, stream);
   const detail::normalized_qk<typename Rule::template inputs<E>> qk(in, opt.normalize_qk, stream);
   detail::chunk_args<Rule, E> args(qk.inputs(), out, opt.initial_state, opt.final_state, p);

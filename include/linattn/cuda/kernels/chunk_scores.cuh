@@ -17,17 +17,18 @@
 
 namespace linattn::cuda::detail {
 
-/// scores [C, lds] <- scale (Q K^T ⊙ Gam) from queries, keys [C, ldk] in shared memory, on the
-/// first `Warps` (4 or 8) warps of the block: warp w forms the 16 rows of row block w % 4 and the
-/// column blocks w / 4, w / 4 + Warps / 4, ... on or below the diagonal. Blocks above it are not
-/// written (the output product reads the lower triangle only). `b`: the chunk's cumsum of the
-/// log gates in shared memory, nullptr without a decay. The caller synchronises before reading.
+/// scores [C, lds] <- scale (Q K^T ⊙ Gam) from queries, keys [C, ldk] in shared memory, on
+/// `Warps` (4 or 8) warps numbered `warp` = 0, 1, ... (the block's first ones by default; others
+/// return): warp w forms the 16 rows of row block w % 4 and the column blocks w / 4,
+/// w / 4 + Warps / 4, ... on or below the diagonal. Blocks above it are not written (the output
+/// product reads the lower triangle only). `b`: the chunk's cumsum of the log gates in shared
+/// memory, nullptr without a decay. The caller synchronises before reading.
 template <int K, int Warps, class T>
 __device__ void form_chunk_scores(const T* queries, const T* keys, int ldk, const float* b, float scale, T* scores,
-                                  int lds) {
+                                  int lds, int warp = int(threadIdx.x) / 32) {
   static_assert(Warps == 4 || Warps == 8, "four row blocks over the warps");
   constexpr int step = Warps / 4, blocks = 4 / step;  // column blocks per warp, at most
-  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32, g = lane / 4, t = lane % 4;
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   if (warp >= Warps) return;
   const int rb = warp % 4, ch = warp / 4, r0 = 16 * rb;
   const ldm_lane al = ldm_lane::a_tile(lane), bl = ldm_lane::b_tiles(lane);

@@ -14,11 +14,12 @@
 ///  - output warps 4-7 form, one chunk behind, O = scale diag(exp b) Q H + scores U~ from
 ///    their own Q and score tiles and the H and U~ the state warps hand over.
 ///
-/// The hand-over is a two-slot ring (H and U~ of chunks c and c + 1) and one barrier of all
-/// 8 warps per chunk, `handover`, once the state warps have written slot c % 2: the output
-/// warps, which reach it after finishing chunk c - 1, then read slot c % 2 while the state
-/// warps carry on with chunk c + 1 and write the other slot. The state warps' chunk is the
-/// longer one, so they rarely wait there; nothing goes through global memory.
+/// The hand-over is a two-slot ring (H and U~ of chunks c and c + 1) with a producer and a
+/// consumer barrier per slot: the state warps signal `full` of slot c % 2 once they have
+/// written it (bar.arrive, no wait) and carry on; the output warps wait there, read the slot
+/// and signal its `empty`, on which the state warps wait only before they write H of chunk
+/// c + 2 into it. So neither role waits for the other's chunk unless it runs two chunks ahead;
+/// nothing goes through global memory.
 ///
 /// Each role queues its tiles `Stages - 1` chunks ahead into a ring of `Stages` buffers (as
 /// many as fit the block's shared memory, up to 4): with few blocks the memory system is idle
@@ -36,6 +37,7 @@
 #include "../tile/mma_sync.cuh"
 #include "../tile/named_barrier.cuh"
 #include "chunk_args.cuh"
+#include "chunk_scores.cuh"
 #include "rule_coefficients.cuh"
 #include "state_pass_decays.cuh"
 
@@ -62,13 +64,36 @@ struct alignas(16) chunk_state_specialized_tiles<T, K, BV, false, Slots> {
   alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays (16-byte copies)
 };
 
-/// The output warps' tiles of one chunk (two buffers).
-template <class T, int K, int Slots>
+/// Whether the pass with K keys and BV value columns per block forms each chunk's scores itself
+/// (no chunk-local pass; an additive rule, whose only chunk-local product the scores are). The
+/// output warps then copy Q and K from the inputs and each forms its 16-row block of the scores
+/// (chunk_scores.cuh; b, with a scalar decay, from chunk_gate_cumsum.cuh); no tile comes as a
+/// bulk copy. Every block of a head forms the same scores, which lengthens the output warps'
+/// chain per chunk; measured against the chunk-local pass (bench/cuda/NOTES.md) it paid only for
+/// Hebbian at K = 64 with 32-column blocks (ScalarDecay's, at any K and width, and Hebbian's with
+/// 16 columns or K = 128 were slower), so that is where it runs.
+template <class Rule>
+constexpr bool specialized_forms_own_scores(int K, int BV) {
+  return !corrects<Rule> && Rule::decay == decay_kind::none && K == 64 && BV == 32;
+}
+
+/// The output warps' tiles of one chunk.
+template <class T, int K, int Slots, bool OwnScores>
 struct alignas(16) chunk_state_specialized_output_tiles {
   static constexpr int ldk = K + 8, lds = chunk + 8;
   T queries[chunk][ldk];           // [C, K], then the warps' rows of O [C, BV]
   T scores[chunk][lds];            // [C, C]
   alignas(16) float gates[Slots];  // [Slots]  b or the key rows' decays (16-byte copies)
+};
+
+/// ... where the output warps form the scores: K as well, and the scores formed in place.
+template <class T, int K, int Slots>
+struct alignas(16) chunk_state_specialized_output_tiles<T, K, Slots, true> {
+  static constexpr int ldk = K + 8, lds = chunk + 8;
+  T queries[chunk][ldk];           // [C, K], then the warps' rows of O [C, BV]
+  T keys[chunk][ldk];              // [C, K]
+  T scores[chunk][lds];            // [C, C]  each warp's row block, formed by that warp
+  alignas(16) float gates[Slots];  // [Slots]  b (16-byte copies)
 };
 
 /// One slot of the hand-over ring.
@@ -85,7 +110,7 @@ template <class Rule, class T, int K, int BV, int Stages>
 struct chunk_state_specialized_buffers {
   static constexpr int slots = state_pass_decays<Rule, K>::slots;
   using tiles = chunk_state_specialized_tiles<T, K, BV, corrects<Rule>, slots>;
-  using output_tiles = chunk_state_specialized_output_tiles<T, K, slots>;
+  using output_tiles = chunk_state_specialized_output_tiles<T, K, slots, specialized_forms_own_scores<Rule>(K, BV)>;
   static constexpr int role_threads = 128, threads = 2 * role_threads, stages = Stages;
   static constexpr int keys_per_warp = K / 4;
   static constexpr int ldk = tiles::ldk, ldv = tiles::ldv, lds = output_tiles::lds;
@@ -115,9 +140,12 @@ struct specialized_stages_that_fit<Rule, T, K, BV, 2> {
 template <class Rule, class T, int K, int BV>
 using chunk_state_specialized_storage = typename specialized_stages_that_fit<Rule, T, K, BV>::type;
 
-/// Named barriers: 1 of the state warps, 2 of the output warps, 3 of all.
+/// Named barriers: 1 and 3 of the state warps, 2 of the output warps; per hand-over slot s,
+/// full(s) (the state warps arrive, the output warps wait) and empty(s) (the other way round).
 struct specialized_barriers {
-  static constexpr int tiles_in = 1, out_tiles_in = 2, handover = 3;
+  static constexpr int tiles_in = 1, out_tiles_in = 2, written = 3;
+  __device__ static constexpr int full(int c) { return 4 + c % 2; }   // slot c % 2 holds chunk c
+  __device__ static constexpr int empty(int c) { return 6 + c % 2; }  // chunk c's slot is read
 };
 
 /// A tile laid out in global memory as in shared memory: `ld` elements per row, rows 16-byte
@@ -145,11 +173,20 @@ __device__ void load_tiles_bulk(const bulk_tile<T> (&tiles)[N], int n, std::uint
   }
 }
 
-/// The state warps queue one chunk's W and K tiles (bulk copies counted on `arrived`), U (V)
-/// tile and gates (one commit group per thread) into `buf`.
-template <int BV, int Threads, class Rule, class T, class Tiles>
+/// The state warps queue one chunk's W and K tiles (bulk copies counted on `arrived`; K copied
+/// from the inputs where the pass forms its scores), U (V) tile and gates (one commit group
+/// per thread; no gates without a decay) into `buf`.
+template <int K, int BV, int Threads, class Rule, class T, class Tiles>
 __device__ void load_state_tiles(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b,
                                  int t0, int n, index_t hv, index_t v0, int tid) {
+  if constexpr (specialized_forms_own_scores<Rule>(K, BV)) {
+    load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, args.state_head(hv / args.group, hv),
+                                 0, tid);
+    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, args.in.v, b, t0, n, hv, v0, tid);
+    if constexpr (Rule::decay != decay_kind::none)
+      args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
+    return commit_copies();
+  }
   const bulk_tile<T> keys{buf.keys[0], Tiles::ldk, &args.keys(b, t0, hv, 0)};
   if constexpr (corrects<Rule>) {
     const bulk_tile<T> tiles[2] = {{buf.w[0], Tiles::ldk, &args.w(b, t0, hv, 0)}, keys};
@@ -164,11 +201,20 @@ __device__ void load_state_tiles(Tiles& buf, std::uint64_t* arrived, const chunk
   commit_copies();
 }
 
-/// The output warps queue one chunk's Q and score tiles (bulk copies counted on `arrived`)
-/// and gates (one commit group per thread) into `buf`.
-template <int Threads, class Rule, class T, class Tiles>
+/// The output warps queue one chunk's Q and score tiles (bulk copies counted on `arrived`; Q
+/// and K copied from the inputs where the pass forms its scores) and gates (one commit group
+/// per thread; none without a decay) into `buf`.
+template <int K, int BV, int Threads, class Rule, class T, class Tiles>
 __device__ void load_output_tiles(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b,
                                   int t0, int n, index_t hv, int tid) {
+  if constexpr (specialized_forms_own_scores<Rule>(K, BV)) {
+    const index_t h = args.state_head(hv / args.group, hv);
+    load_rows<chunk, K, Threads>(buf.queries[0], Tiles::ldk, args.state_queries(), b, t0, n, h, 0, tid);
+    load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, h, 0, tid);
+    if constexpr (Rule::decay != decay_kind::none)
+      args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
+    return commit_copies();
+  }
   const bulk_tile<T> tiles[2] = {{buf.queries[0], Tiles::ldk, &args.queries(b, t0, hv, 0)},
                                  {buf.scores[0], Tiles::lds, &args.scores(b, t0, hv, 0)}};
   load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
@@ -185,6 +231,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   using decays = state_pass_decays<Rule, K>;
   constexpr int NT = BV / 8;  // n-tiles of the block's columns
   constexpr int R = S::role_threads, both = S::threads, P = S::stages;
+  constexpr bool own_scores = specialized_forms_own_scores<Rule>(K, BV);  // and no bulk copies
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& smem = *reinterpret_cast<S*>(dynamic_smem);
   const auto slot_state = [&](int c) { return smem.ring[c % 2].state[0]; };
@@ -202,7 +249,12 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
   std::uint64_t* state_arrived = smem.state_arrived;  // [P], per state buffer
   std::uint64_t* out_arrived = smem.out_arrived;      // [P], per output buffer
-  if (threadIdx.x < 2 * P) mbarrier_init(threadIdx.x < P ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - P);
+  if constexpr (!own_scores) {
+    if (threadIdx.x < 2 * P) mbarrier_init(threadIdx.x < P ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - P);
+  } else if constexpr (Rule::decay == decay_kind::none) {  // b = 0 in every buffer, set once
+    for (int i = int(threadIdx.x); i < P * chunk; i += both)
+      smem.buffer[i / chunk].gates[i % chunk] = 0.0f, smem.out_buffer[i / chunk].gates[i % chunk] = 0.0f;
+  }
   __syncthreads();
   // Each role's copies run P - 1 chunks ahead: chunk c's in buffer c % P, its mbarrier in phase
   // (c / P) % 2, its per-thread copies in the thread's group c (one committed per chunk, empty
@@ -214,7 +266,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     const auto load = [&](int c) {
       const int from = s.start + c * chunk;
       if (c < chunks)
-        load_output_tiles<R>(buffer(c), out_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
+        load_output_tiles<K, BV, R>(buffer(c), out_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
                              tid);
       else
         commit_copies();
@@ -223,13 +275,18 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     for (int c = 0; c < chunks; ++c) {
       const int t0 = s.start + c * chunk, n = min(chunk, end - t0);
       wait_copies<P - 2>();
-      mbarrier_wait(out_arrived + c % P, unsigned(c / P) & 1u);
+      if constexpr (!own_scores) mbarrier_wait(out_arrived + c % P, unsigned(c / P) & 1u);
       barrier_sync(bars::out_tiles_in, R);  // chunk c's tiles are in; chunk c - 1's buffer is free
       load(c + P - 1);
       T* queries = buffer(c).queries[0];
-      const T* scores = buffer(c).scores[0];
+      T* scores = buffer(c).scores[0];
       const float* gates = buffer(c).gates;
-      barrier_sync(bars::handover, both);  // H and U~ of chunk c are in slot c % 2
+      if constexpr (own_scores) {  // the warp's row block of the scores, read by the warp alone
+        const float* b_or_none = Rule::decay == decay_kind::scalar ? gates : nullptr;
+        form_chunk_scores<K, 4>(queries, buffer(c).keys[0], S::ldk, b_or_none, args.scale, scores, S::lds, role_warp);
+        __syncwarp();
+      }
+      barrier_sync(bars::full(c), both);  // H and U~ of chunk c are in slot c % 2
       const T* state = slot_state(c);
       const T* fresh = slot_fresh(c);
       float o[NT][4] = {};
@@ -238,6 +295,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       for_tile_elements<BV>(lane, [&](int nt, int e, int, int) { o[nt][e] *= f[e >> 1]; });
       // scores causal: k-steps up to the warp's row block
       mma_rows_kn<T, NT, chunk / 16>(o, scores + r0 * S::lds, S::lds, fresh, S::ldv, lane, role_warp + 1);
+      if (c + 2 < chunks) barrier_arrive(bars::empty(c), both);  // the state warps write H of c + 2 there
       // the warp's rows of O -> its own (no longer read) query rows -> 16-byte stores
       T* stage = queries + r0 * S::ldk;
 #pragma unroll
@@ -257,7 +315,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       }
       // the stores into the query tile (and any zero rows) before the tile's next bulk refill,
       // issued after the next out_tiles_in barrier
-      fence_proxy_async_shared();
+      if constexpr (!own_scores) fence_proxy_async_shared();
     }
     return;
   }
@@ -302,7 +360,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   const auto load = [&](int c) {
     const int from = s.start + c * chunk;
     if (c < chunks)
-      load_state_tiles<BV, R>(buffer(c), state_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
+      load_state_tiles<K, BV, R>(buffer(c), state_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
                               v0, tid);
     else
       commit_copies();
@@ -311,7 +369,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   for (int c = 0; c < chunks; ++c) {
     const int t0 = s.start + c * chunk;
     wait_copies<P - 2>();
-    mbarrier_wait(state_arrived + c % P, unsigned(c / P) & 1u);
+    if constexpr (!own_scores) mbarrier_wait(state_arrived + c % P, unsigned(c / P) & 1u);
     barrier_sync(bars::tiles_in, R);  // this chunk's tiles and H are in; chunk c - 1's buffer is free
     load(c + P - 1);
     const typename S::tiles& buf = buffer(c);
@@ -346,9 +404,10 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         store_pair(written + r * S::ldv, col(nt, 0), f * x[nt][2 * half], f * x[nt][2 * half + 1]);
       }
     }
-    // slot c % 2 holds H and U~ of chunk c, `written` is complete, every state warp is done
-    // reading H, and the output warps are done with chunk c - 1 (slot (c + 1) % 2)
-    barrier_sync(bars::handover, both);
+    // `written` is complete and every state warp is done reading H; slot c % 2 holds H and U~
+    // of chunk c
+    barrier_sync(bars::written, R);
+    barrier_arrive(bars::full(c), both);
 
     // H <- exp(b_C) H + K^T written on this warp's key rows (K^T read transposed from the
     // token-major key tile)
@@ -373,7 +432,10 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
         for (int m = 0; m < MT; ++m) mma_pair<T>(hs[m][2 * p], hs[m][2 * p + 1], ak[m], bu);
       }
     }
-    if (c + 1 < chunks) share_state(c + 1);  // read after the next tiles_in barrier
+    if (c + 1 < chunks) {
+      if (c >= 1) barrier_sync(bars::empty(c - 1), both);  // the output warps are done with slot (c + 1) % 2
+      share_state(c + 1);  // read after the next tiles_in barrier
+    }
     if (const int entry = args.checkpoint_entry(min(t0 + chunk, end) - s.start, s.length); entry >= 0)
       store_state([&](index_t k, index_t v) -> float& { return args.checkpoints(n_seq, entry, hv, k, v); });
   }

@@ -12,4 +12,11 @@ __device__ inline void barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+/// Reaches barrier `id` of `threads` threads without waiting for it: a producer's signal. The
+/// calling threads' earlier memory accesses are performed for the threads that wait on it
+/// with barrier_sync (the consumers).
+__device__ inline void barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 }  // namespace linattn::cuda::detail
