@@ -67,11 +67,11 @@ struct alignas(16) chunk_state_specialized_tiles<T, K, BV, false, Slots> {
 /// Whether the pass with K keys and BV value columns per block forms each chunk's scores itself
 /// (no chunk-local pass; an additive rule, whose only chunk-local product the scores are). The
 /// output warps then copy Q and K from the inputs and each forms its 16-row block of the scores
-/// (chunk_scores.cuh; b, with a scalar decay, from chunk_gate_cumsum.cuh); no tile comes as a
-/// bulk copy. Every block of a head forms the same scores, which lengthens the output warps'
-/// chain per chunk; measured against the chunk-local pass (bench/cuda/NOTES.md) it paid only for
-/// Hebbian at K = 64 with 32-column blocks (ScalarDecay's, at any K and width, and Hebbian's with
-/// 16 columns or K = 128 were slower), so that is where it runs.
+/// (chunk_scores.cuh); no tile comes as a bulk copy, and b = 0 is set once. Every block of a
+/// head forms the same scores, which lengthens the output warps' chain per chunk; measured
+/// against the chunk-local pass (bench/cuda/NOTES.md) it paid only for Hebbian at K = 64 with
+/// 32-column blocks (ScalarDecay's, at any K and width, and Hebbian's with 16 columns or
+/// K = 128 were slower), so that is where it runs.
 template <class Rule>
 constexpr bool specialized_forms_own_scores(int K, int BV) {
   return !corrects<Rule> && Rule::decay == decay_kind::none && K == 64 && BV == 32;
@@ -93,7 +93,7 @@ struct alignas(16) chunk_state_specialized_output_tiles<T, K, Slots, true> {
   T queries[chunk][ldk];           // [C, K], then the warps' rows of O [C, BV]
   T keys[chunk][ldk];              // [C, K]
   T scores[chunk][lds];            // [C, C]  each warp's row block, formed by that warp
-  alignas(16) float gates[Slots];  // [Slots]  b (16-byte copies)
+  alignas(16) float gates[Slots];  // [Slots]  b = 0 (no decay)
 };
 
 /// One slot of the hand-over ring.
@@ -169,58 +169,99 @@ __device__ void load_tiles_bulk(const bulk_tile<T> (&tiles)[N], int n, std::uint
   }
   for (const auto& x : tiles) {
     const int pieces = x.ld * int(sizeof(T)) / 16;
-    for (int e = tid; e < (Rows - n) * pieces; e += Threads) reinterpret_cast<uint4*>(x.tile + n * x.ld)[e] = make_uint4(0, 0, 0, 0);
+    uint4* rest = reinterpret_cast<uint4*>(x.tile + n * x.ld);  // rows [n, Rows)
+    for (int e = tid; e < (Rows - n) * pieces; e += Threads) rest[e] = make_uint4(0, 0, 0, 0);
   }
 }
 
-/// The state warps queue one chunk's W and K tiles (bulk copies counted on `arrived`; K copied
-/// from the inputs where the pass forms its scores), U (V) tile and gates (one commit group
-/// per thread; no gates without a decay) into `buf`.
-template <int K, int BV, int Threads, class Rule, class T, class Tiles>
-__device__ void load_state_tiles(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b,
-                                 int t0, int n, index_t hv, index_t v0, int tid) {
-  if constexpr (specialized_forms_own_scores<Rule>(K, BV)) {
-    load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, args.state_head(hv / args.group, hv),
-                                 0, tid);
-    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, args.in.v, b, t0, n, hv, v0, tid);
-    if constexpr (Rule::decay != decay_kind::none)
-      args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
-    return commit_copies();
-  }
-  const bulk_tile<T> keys{buf.keys[0], Tiles::ldk, &args.keys(b, t0, hv, 0)};
-  if constexpr (corrects<Rule>) {
-    const bulk_tile<T> tiles[2] = {{buf.w[0], Tiles::ldk, &args.w(b, t0, hv, 0)}, keys};
-    load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
-    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, tensor_view<const T, 4>(args.u), b, t0, n, hv, v0, tid);
-  } else {
-    const bulk_tile<T> tiles[1] = {keys};
-    load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
-    load_rows<chunk, BV, Threads>(buf.values[0], Tiles::ldv, args.in.v, b, t0, n, hv, v0, tid);
-  }
-  args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
-  commit_copies();
-}
+/// The state warps' copies of each chunk into a tile buffer, worked out once per block before
+/// the loop over chunks (row sources, tile/load_store.cuh), so that a chunk costs its copies
+/// alone: W and K as bulk copies counted on the buffer's mbarrier, U (corrects) or V rows, and
+/// the gates (one commit group per thread per chunk).
+template <class Rule, class T, int K, int BV, int Threads, bool OwnScores = specialized_forms_own_scores<Rule>(K, BV)>
+struct specialized_state_loads {
+  row_source<chunk, BV, Threads, T> values;
 
-/// The output warps queue one chunk's Q and score tiles (bulk copies counted on `arrived`; Q
-/// and K copied from the inputs where the pass forms its scores) and gates (one commit group
-/// per thread; none without a decay) into `buf`.
-template <int K, int BV, int Threads, class Rule, class T, class Tiles>
-__device__ void load_output_tiles(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b,
-                                  int t0, int n, index_t hv, int tid) {
-  if constexpr (specialized_forms_own_scores<Rule>(K, BV)) {
-    const index_t h = args.state_head(hv / args.group, hv);
-    load_rows<chunk, K, Threads>(buf.queries[0], Tiles::ldk, args.state_queries(), b, t0, n, h, 0, tid);
-    load_rows<chunk, K, Threads>(buf.keys[0], Tiles::ldk, args.state_keys(), b, t0, n, h, 0, tid);
-    if constexpr (Rule::decay != decay_kind::none)
-      args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
-    return commit_copies();
+  __device__ static tensor_view<const T, 4> value_view(const chunk_args<Rule, T>& args) {
+    if constexpr (corrects<Rule>) return tensor_view<const T, 4>(args.u);
+    else return args.in.v;
   }
-  const bulk_tile<T> tiles[2] = {{buf.queries[0], Tiles::ldk, &args.queries(b, t0, hv, 0)},
-                                 {buf.scores[0], Tiles::lds, &args.scores(b, t0, hv, 0)}};
-  load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
-  args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
-  commit_copies();
-}
+  __device__ specialized_state_loads(const chunk_args<Rule, T>& args, index_t b, index_t hv, index_t v0, int tid)
+      : values(value_view(args), b, hv, v0, tid) {}
+
+  /// Chunk i (tokens [t0, t0 + n) of batch row b) into `buf`.
+  template <class Tiles>
+  __device__ void issue(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
+                        index_t hv, int tid) const {
+    const bulk_tile<T> keys{buf.keys[0], Tiles::ldk, &args.keys(b, t0, hv, 0)};
+    if constexpr (corrects<Rule>) {
+      const bulk_tile<T> tiles[2] = {{buf.w[0], Tiles::ldk, &args.w(b, t0, hv, 0)}, keys};
+      load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
+    } else {
+      const bulk_tile<T> tiles[1] = {keys};
+      load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
+    }
+    values.issue(buf.values[0], Tiles::ldv, value_view(args), t0, n);
+    args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
+    commit_copies();
+  }
+};
+
+/// ... where the pass forms its scores (an additive rule without a decay): K and V rows from
+/// the inputs; no bulk copies, no gates (b = 0, set once by the kernel).
+template <class Rule, class T, int K, int BV, int Threads>
+struct specialized_state_loads<Rule, T, K, BV, Threads, true> {
+  static_assert(!corrects<Rule> && Rule::decay == decay_kind::none, "scores formed in the pass: additive, no decay");
+  row_source<chunk, K, Threads, T> keys;
+  row_source<chunk, BV, Threads, T> values;
+
+  __device__ specialized_state_loads(const chunk_args<Rule, T>& args, index_t b, index_t hv, index_t v0, int tid)
+      : keys(args.state_keys(), b, args.state_head(hv / args.group, hv), 0, tid), values(args.in.v, b, hv, v0, tid) {}
+
+  template <class Tiles>
+  __device__ void issue(Tiles& buf, std::uint64_t*, const chunk_args<Rule, T>& args, int, index_t, int t0, int n, index_t,
+                        int) const {
+    keys.issue(buf.keys[0], Tiles::ldk, args.state_keys(), t0, n);
+    values.issue(buf.values[0], Tiles::ldv, args.in.v, t0, n);
+    commit_copies();
+  }
+};
+
+/// The output warps' copies of each chunk, worked out once per block: Q and the chunk-local
+/// pass's scores as bulk copies counted on the buffer's mbarrier, and the gates (one commit
+/// group per thread per chunk).
+template <class Rule, class T, int K, int BV, int Threads, bool OwnScores = specialized_forms_own_scores<Rule>(K, BV)>
+struct specialized_output_loads {
+  __device__ specialized_output_loads(const chunk_args<Rule, T>&, index_t, index_t, int) {}
+
+  template <class Tiles>
+  __device__ void issue(Tiles& buf, std::uint64_t* arrived, const chunk_args<Rule, T>& args, int i, index_t b, int t0, int n,
+                        index_t hv, int tid) const {
+    const bulk_tile<T> tiles[2] = {{buf.queries[0], Tiles::ldk, &args.queries(b, t0, hv, 0)},
+                                   {buf.scores[0], Tiles::lds, &args.scores(b, t0, hv, 0)}};
+    load_tiles_bulk<chunk, Threads>(tiles, n, arrived, tid);
+    args.template load_gate_cumsum<int(sizeof(Tiles::gates) / sizeof(float))>(buf.gates, i, hv, tid);
+    commit_copies();
+  }
+};
+
+/// ... where the pass forms its scores: Q and K rows from the inputs, no gates.
+template <class Rule, class T, int K, int BV, int Threads>
+struct specialized_output_loads<Rule, T, K, BV, Threads, true> {
+  row_source<chunk, K, Threads, T> queries, keys;
+
+  __device__ specialized_output_loads(const chunk_args<Rule, T>& args, index_t b, index_t hv, int tid)
+      : queries(args.state_queries(), b, args.state_head(hv / args.group, hv), 0, tid),
+        keys(args.state_keys(), b, args.state_head(hv / args.group, hv), 0, tid) {}
+
+  template <class Tiles>
+  __device__ void issue(Tiles& buf, std::uint64_t*, const chunk_args<Rule, T>& args, int, index_t, int t0, int n, index_t,
+                        int) const {
+    queries.issue(buf.queries[0], Tiles::ldk, args.state_queries(), t0, n);
+    keys.issue(buf.keys[0], Tiles::ldk, args.state_keys(), t0, n);
+    commit_copies();
+  }
+};
 
 template <class Rule, class T, int K, int BV>
 __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args<Rule, T> args) {
@@ -251,7 +292,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   std::uint64_t* out_arrived = smem.out_arrived;      // [P], per output buffer
   if constexpr (!own_scores) {
     if (threadIdx.x < 2 * P) mbarrier_init(threadIdx.x < P ? state_arrived + threadIdx.x : out_arrived + threadIdx.x - P);
-  } else if constexpr (Rule::decay == decay_kind::none) {  // b = 0 in every buffer, set once
+  } else {  // no decay: b = 0 in every buffer, set once
     for (int i = int(threadIdx.x); i < P * chunk; i += both)
       smem.buffer[i / chunk].gates[i % chunk] = 0.0f, smem.out_buffer[i / chunk].gates[i % chunk] = 0.0f;
   }
@@ -263,11 +304,11 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   if (int(threadIdx.x) >= R) {
     // ---- output warps: O of chunk c from slot c % 2 ----
     const auto buffer = [&](int c) -> typename S::output_tiles& { return smem.out_buffer[c % P]; };
+    const specialized_output_loads<Rule, T, K, BV, R> loads(args, b, hv, tid);
     const auto load = [&](int c) {
       const int from = s.start + c * chunk;
       if (c < chunks)
-        load_output_tiles<K, BV, R>(buffer(c), out_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
-                             tid);
+        loads.issue(buffer(c), out_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv, tid);
       else
         commit_copies();
     };
@@ -282,8 +323,7 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       T* scores = buffer(c).scores[0];
       const float* gates = buffer(c).gates;
       if constexpr (own_scores) {  // the warp's row block of the scores, read by the warp alone
-        const float* b_or_none = Rule::decay == decay_kind::scalar ? gates : nullptr;
-        form_chunk_scores<K, 4>(queries, buffer(c).keys[0], S::ldk, b_or_none, args.scale, scores, S::lds, role_warp);
+        form_chunk_scores<K, 4>(queries, buffer(c).keys[0], S::ldk, nullptr, args.scale, scores, S::lds, role_warp);
         __syncwarp();
       }
       barrier_sync(bars::full(c), both);  // H and U~ of chunk c are in slot c % 2
@@ -357,11 +397,11 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
   share_state(0);
 
   const auto buffer = [&](int c) -> typename S::tiles& { return smem.buffer[c % P]; };
+  const specialized_state_loads<Rule, T, K, BV, R> loads(args, b, hv, v0, tid);
   const auto load = [&](int c) {
     const int from = s.start + c * chunk;
     if (c < chunks)
-      load_state_tiles<K, BV, R>(buffer(c), state_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv,
-                              v0, tid);
+      loads.issue(buffer(c), state_arrived + c % P, args, s.first_chunk + c, b, from, min(chunk, end - from), hv, tid);
     else
       commit_copies();
   };
@@ -439,7 +479,8 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
     if (const int entry = args.checkpoint_entry(min(t0 + chunk, end) - s.start, s.length); entry >= 0)
       store_state([&](index_t k, index_t v) -> float& { return args.checkpoints(n_seq, entry, hv, k, v); });
   }
-  if (args.s1.data() && state_slot >= 0) store_state([&](index_t k, index_t v) -> float& { return args.s1(state_slot, hv, k, v); });
+  if (args.s1.data() && state_slot >= 0)
+    store_state([&](index_t k, index_t v) -> float& { return args.s1(state_slot, hv, k, v); });
 }
 
 }  // namespace linattn::cuda::detail

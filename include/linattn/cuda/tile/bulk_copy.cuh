@@ -31,7 +31,9 @@ __device__ inline void mbarrier_init(std::uint64_t* bar) {
 
 /// The phase's arrival, announcing `bytes` to arrive by bulk copies on `bar`.
 __device__ inline void mbarrier_expect_bytes(std::uint64_t* bar, unsigned bytes) {
-  LINATTN_BULK_COPY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes) : "memory"));
+  LINATTN_BULK_COPY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
+                                 "r"(bytes)
+                                 : "memory"));
 }
 
 /// Waits until the phase with parity `parity` of `bar` has completed (acquire: the bytes the
@@ -54,10 +56,9 @@ __device__ inline void fence_proxy_async_shared() {
 /// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared
 /// memory, counted on `bar`.
 __device__ inline void copy_bulk(void* dst, const void* src, unsigned bytes, std::uint64_t* bar) {
-  LINATTN_BULK_COPY(asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   shared_address(dst)),
-               "l"(src), "r"(bytes), "r"(shared_address(bar))
-               : "memory"));
+  LINATTN_BULK_COPY(asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar))
+                                 : "memory"));
 }
 
 }  // namespace linattn::cuda::detail
