@@ -48,12 +48,18 @@ std::vector<shape_case> shape_cases() {
       {"packed 0,300,301,1000 H1 HV2 K128 V64, many chunks", {1, 1000, 1, 2, 128, 64}, {0, 300, 301, 1000}, {}},
       // The 16-bit state pass picks its kernel and block shape from units = sequences x value
       // heads x V/16 against the SM count (132 on H100/H200). Units: the cases above <= 132
-      // (warp-specialised state pass, 16 columns per block); 144 (the same with 32 columns);
+      // (warp-specialised state pass, 16 columns per block; Hebbian and ScalarDecay at
+      // K = V = 64: the two-pass forward); 144 (the same with 32 columns);
       // 320 (output in the state warps, four 2-warp groups; fp32: 32-column blocks); 640 (one
       // warp per 16 columns, V = 128 and V = 64).
       {"B3 T100 H4 HV12 K128 V64, 32-column state blocks", {3, 100, 4, 12, 128, 64}, {}, {}},
       // 192 units at K = 64 (32 columns; Hebbian forms its scores in that pass), many chunks
       {"B2 T300 H4 HV12 K64 V128, 32-column state blocks", {2, 300, 4, 12, 64, 128}, {}, {}},
+      // The two-pass forward of Hebbian and ScalarDecay (K = V = 64): 16 units, 16-column state
+      // blocks, many chunks; 192 units, 32-column state blocks for ScalarDecay (Hebbian: the
+      // warp-specialised pass forming its own scores)
+      {"B1 T1000 H2 HV4 K64 V64, many chunks", {1, 1000, 2, 4, 64, 64}, {}, {}},
+      {"B12 T200 H2 HV4 K64 V64, carried state, 32-column state blocks", {12, 200, 2, 4, 64, 64}, {}, {}},
       {"B5 T70 H4 HV8 K128 V128, wide grid", {5, 70, 4, 8, 128, 128}, {}, {}},
       {"B10 T70 H4 HV8 K128 V128, wider grid", {10, 70, 4, 8, 128, 128}, {}, {}},
       {"B20 T70 H2 HV8 K64 V64, wider grid", {20, 70, 2, 8, 64, 64}, {}, {}},
@@ -167,7 +173,8 @@ TEMPLATE_TEST_CASE("cuda options::precision = tf32: float inputs with one TF32 p
 TEST_CASE("cuda the sm_90 build runs bulk copies on a Hopper GPU", "[cuda]") {
   // This program is built for the configured architectures (sm_90 by default): on a GPU of
   // compute capability 9 or more its kernels are sm_90 ones, and the warp-specialised state
-  // pass of the few-heads shapes above is available; below, the register-resident pass runs
+  // pass of the few-heads shapes above is available (Hebbian and ScalarDecay take the
+  // two-pass forward there at K = V = 64); below, the register-resident pass runs
   // (test_cuda_compute80.cpp checks that build on any GPU).
   CHECK(cuda_tests::bulk_copies_compiled() == (cuda_tests::compute_capability_major() >= 9));
 }
@@ -229,10 +236,11 @@ TEMPLATE_TEST_CASE("cuda gated rules with strong and weak gates", "[cuda][gates]
 }
 
 TEMPLATE_TEST_CASE("cuda forms read and write states through a pool (options::state_indices)", "[cuda][pool]",
-                   la::ScalarDecay, la::GatedDelta, la::VectorDecay, la::KDA) {
+                   la::Hebbian, la::ScalarDecay, la::GatedDelta, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(21);
   const shape_case cases[] = {
       {"B3 T70 H2 HV4 K64 V128, pool", {3, 70, 2, 4, 64, 128}, {}, {.through_pool = true}},
+      {"B3 T70 H2 HV4 K64 V64, pool (Hebbian, ScalarDecay: two passes)", {3, 70, 2, 4, 64, 64}, {}, {.through_pool = true}},
       {"packed 0,1,65,200 H1 HV2 K128 V64, pool", {1, 200, 1, 2, 128, 64}, {0, 1, 65, 200}, {.through_pool = true}},
       {"B2 T40 H2 HV2 K128 V128, pool from zero states", {2, 40, 2, 2, 128, 128}, {}, {.use_s0 = false, .through_pool = true}},
   };
@@ -358,6 +366,7 @@ TEMPLATE_TEST_CASE("cuda chunkwise form writes checkpoints at chunk ends", "[cud
       {"B2 T200 H4 HV12 K64 V128, 32-column state blocks", {2, 200, 4, 12, 64, 128}, {}, {}},
       {"B5 T150 H4 HV8 K128 V128, wide grid", {5, 150, 4, 8, 128, 128}, {}, {}},
       {"B20 T130 H2 HV8 K64 V64, wider grid", {20, 130, 2, 8, 64, 64}, {}, {}},
+      {"B2 T300 H1 HV3 K64 V64, two passes (Hebbian, ScalarDecay)", {2, 300, 1, 3, 64, 64}, {}, {}},
   };
   for (std::size_t i = 0; i < cases.size(); ++i)
     for (dtype t : {dtype::f32, dtype::bf16})
@@ -373,7 +382,8 @@ TEMPLATE_TEST_CASE("cuda chunkwise form writes checkpoints at chunk ends", "[cud
 TEMPLATE_TEST_CASE("cuda chunkwise prefill from a checkpoint continues bit for bit", "[cuda][checkpoints]",
                    la::ScalarDecay, la::GatedDelta, la::VectorDecay, la::KDA) {
   std::mt19937_64 rng(53);
-  for (const ref::dims d : {ref::dims{2, 300, 2, 4, 64, 128}, ref::dims{5, 200, 4, 8, 128, 128}})
+  // (the first shape at K = V = 64: ScalarDecay's two-pass forward)
+  for (const ref::dims d : {ref::dims{2, 300, 2, 4, 64, 64}, ref::dims{2, 300, 2, 4, 64, 128}, ref::dims{5, 200, 4, 8, 128, 128}})
     for (dtype t : {dtype::f32, dtype::bf16})
       for (int entry : {0, 1}) {
         auto p = harness::make_problem(rng, d, harness::spec_of<TestType>(), harness::gates::mild, true, {});
@@ -414,4 +424,8 @@ TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -
       check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile_gates);
   const shape_case wide{"B20 T150 H2 HV8 K64 V64, wider grid", {20, 150, 2, 8, 64, 64}, {}, {}};
   check_against_reference<TestType>(rng, wide, dtype::bf16, form::chunkwise, harness::gates::mild, hostile_gates);
+  // 32 units at K = V = 64: ScalarDecay's two-pass forward
+  const shape_case few{"B2 T150 H2 HV4 K64 V64, two passes", {2, 150, 2, 4, 64, 64}, {}, {}};
+  for (dtype t : {dtype::f16, dtype::bf16})
+    check_against_reference<TestType>(rng, few, t, form::chunkwise, harness::gates::mild, hostile_gates);
 }

@@ -23,6 +23,8 @@
 #include "kernels/chunk_local_mma.cuh"
 #include "kernels/chunk_local_per_key.cuh"
 #include "kernels/chunk_local_wmma.cuh"
+#include "kernels/chunk_output_mma.cuh"
+#include "kernels/chunk_start_states.cuh"
 #include "kernels/chunk_state_mma.cuh"
 #include "kernels/chunk_state_specialized.cuh"
 #include "kernels/chunk_state_wmma.cuh"
@@ -38,6 +40,7 @@ template <class E>
 struct chunkwise_kernels {
   static_assert(linattn::detail::always_false<E>,
                 "linattn::cuda: the chunkwise kernels take float, __half or __nv_bfloat16 inputs");
+  template <class Rule>
   static state_pass state_pass_for(const problem&, index_t) { return {}; }  // (no follow-on errors)
   template <class Rule, int K, int V>
   static void run(const chunkwise_plan<E>&, const chunk_args<Rule, E>&, cudaStream_t) {}
@@ -55,14 +58,14 @@ void launch_per_key_local(const chunkwise_plan<E>& plan, const chunk_args<Rule, 
                                               "chunk_local_per_key_kernel");
 }
 
-/// What runs before state pass `s`: the chunk-local pass, unless that state pass forms the
-/// chunk's scores itself (the register-resident passes: 4 groups of 2 warps, or one-warp
-/// groups; the warp-specialised pass), which then needs the gate cumsums alone (scalar decay)
-/// or nothing.
+/// What runs before state pass `s`: the chunk-local pass, unless the chunk's scores are formed
+/// after it (the register-resident passes: 4 groups of 2 warps, or one-warp groups; the
+/// warp-specialised pass where it forms them itself; the two-pass forward's output pass), which
+/// then needs the gate cumsums alone (scalar decay) or nothing.
 template <class Rule>
 constexpr first_pass first_pass_for(state_pass s, index_t K, index_t V) {
   const bool specialized = s == state_pass::specialized_16 || s == state_pass::specialized_32;
-  const bool own = (s == state_pass::mma_split && forms_own_scores<Rule, 2>) ||
+  const bool own = two_pass(s) || (s == state_pass::mma_split && forms_own_scores<Rule, 2>) ||
                    (s == state_pass::mma_wide && forms_own_scores<Rule, 1>) ||
                    (specialized && specialized_forms_own_scores<Rule>(int(K), int(state_columns(s, V))));
   if (!own) return first_pass::chunk_local;
@@ -74,6 +77,7 @@ constexpr first_pass first_pass_for(state_pass s, index_t K, index_t V) {
 template <>
 struct chunkwise_kernels<float> {
   /// 32 value columns per block, or 16 when that leaves multiprocessors idle.
+  template <class Rule>
   static state_pass state_pass_for(const problem& p, index_t sms) {
     return p.N * p.HV * (p.V / 32) >= sms ? state_pass::wmma_32 : state_pass::wmma_16;
   }
@@ -103,7 +107,9 @@ struct chunkwise_kernels<float> {
 };
 
 /// 16-bit inputs: mma.sync tiles in registers. With few sequences x heads (16-column groups
-/// <= 2 per multiprocessor) and kernels built for sm_90 the warp-specialised state pass, with
+/// <= 2 per multiprocessor) the additive rules take the two-pass forward (the chunk-start
+/// states alone, then the outputs of every chunk in parallel), and the delta rules, with
+/// kernels built for sm_90, the warp-specialised state pass, with
 /// the fewer value columns per block (16 or 32) with which its blocks fit on the
 /// multiprocessors at once. Otherwise 16
 /// value columns per warp group, state in registers, output formed in the same warps; one block
@@ -124,7 +130,33 @@ struct chunkwise_mma_kernels {
     check_launch("chunk_gate_cumsum_kernel");
   }
 
+  /// The head sizes at which the additive rules may take the two-pass forward. Measured on an
+  /// H100 against the single pass (bench/cuda/NOTES.md): at K = V = 64 the two passes took
+  /// 0.56-0.84x its time on few sequences x heads; at K = V = 128 they took 1.14-1.46x, since
+  /// there the states' round trip through memory moves as many bytes as q, k, v and o.
+  static constexpr bool two_pass_heads(index_t K, index_t V) { return K == 64 && V == 64; }
+
+  /// Whether a call takes the two-pass forward: an additive rule (no decay or a scalar one) at
+  /// those head sizes, where the state pass's blocks fit the multiprocessors one each. Hebbian
+  /// needs 16-column blocks for that: with 32 the warp-specialised pass, which forms Hebbian's
+  /// scores itself, took 0.86x the two passes' time; ScalarDecay's two passes won with 16 or 32.
+  template <class Rule>
+  static bool takes_two_passes(const problem& p, index_t sms) {
+    if (!takes_start_states<Rule> || !two_pass_heads(p.K, p.V)) return false;
+    const index_t columns = Rule::decay == decay_kind::none ? 16 : 32;
+    return p.N * p.HV * (p.V / columns) <= sms;
+  }
+
+  /// The two-pass forward's value columns per block of its state pass: 16 where those blocks
+  /// still fit the multiprocessors one each, else 32 (every block reads the chunk's whole key
+  /// rows, so narrower blocks multiply the key traffic).
+  static state_pass start_states_for(const problem& p, index_t sms) {
+    return p.N * p.HV * (p.V / 16) <= sms ? state_pass::start_states_16 : state_pass::start_states_32;
+  }
+
+  template <class Rule>
   static state_pass state_pass_for(const problem& p, index_t sms) {
+    if (takes_two_passes<Rule>(p, sms)) return start_states_for(p, sms);
     if (p.N * p.HV * (p.V / 32) <= sms && bulk_copies_compiled())  // (sm_90: bulk copies)
       return p.N * p.HV * (p.V / 16) <= sms ? state_pass::specialized_16 : state_pass::specialized_32;
     return p.N * p.HV * (p.V / 16) <= 4 * sms ? state_pass::mma_split : state_pass::mma_wide;
@@ -150,8 +182,20 @@ struct chunkwise_mma_kernels {
       launch<chunk_state_mma_storage<Rule, E, K, G, S>>(chunk_state_mma_kernel<Rule, E, K, G, S>, plan.state_grid, args,
                                                         stream, "chunk_state_mma_kernel");
     };
+    const auto two_pass = [&](auto bv) {
+      if constexpr (takes_start_states<Rule> && two_pass_heads(K, V)) {
+        constexpr int BV = decltype(bv)::value;
+        launch<chunk_start_states_storage<E, K, BV>>(chunk_start_states_kernel<Rule, E, K, BV>, plan.state_grid, args,
+                                                     stream, "chunk_start_states_kernel");
+        if (plan.n_chunks > 0)
+          launch<chunk_output_storage<E, K, output_columns>>(chunk_output_mma_kernel<Rule, E, K, output_columns>,
+                                                             plan.output_grid, args, stream, "chunk_output_mma_kernel");
+      }
+    };
     using std::integral_constant;
     switch (plan.state) {
+      case state_pass::start_states_16: return two_pass(integral_constant<int, 16>{});
+      case state_pass::start_states_32: return two_pass(integral_constant<int, 32>{});
       case state_pass::specialized_16: return specialized(integral_constant<int, 16>{});
       case state_pass::specialized_32: return specialized(integral_constant<int, 32>{});
       case state_pass::mma_split: return fused(integral_constant<int, 4>{}, integral_constant<int, 2>{});
@@ -181,7 +225,7 @@ void chunkwise_forward(const std::type_identity_t<typename Rule::template inputs
   detail::require_supported<Rule, E>();
   const detail::host_seqlens cu(opt.cu_seqlens);
   const auto p = detail::validate<Rule, E>(detail::form::chunkwise, in, out, opt, nullptr, cu);
-  const detail::state_pass state = kernels::state_pass_for(p, detail::multiprocessors());
+  const detail::state_pass state = kernels::template state_pass_for<Rule>(p, detail::multiprocessors());
   const detail::chunkwise_plan<E> plan(p, state, opt.precision, detail::per_key_decays<Rule>,
                                        detail::first_pass_for<Rule>(state, p.K, p.V));
   detail::scratch ws(plan.workspace.bytes, stream);

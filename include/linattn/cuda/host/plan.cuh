@@ -16,6 +16,7 @@
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../kernels/chunk_args.cuh"
+#include "../kernels/chunk_output_mma.cuh"
 #include "../kernels/token_recurrence.cuh"
 #include "../tile/load_store.cuh"
 #include "status.cuh"
@@ -96,24 +97,34 @@ enum class state_pass {
   wmma_16, wmma_32,               // fp32: H in shared memory, 3xTF32 WMMA; 16 or 32 value columns per block
   mma_split,                      // 16-bit: H in registers, output in the same warps; 4 groups of 2 warps
   mma_wide,                       //   ... or one-warp groups over all value columns
-  specialized_16, specialized_32  // 16-bit, few sequences x heads: state and output warps; 16 or 32 columns
+  specialized_16, specialized_32, // 16-bit, few sequences x heads: state and output warps; 16 or 32 columns
+  start_states_16, start_states_32  // 16-bit additive rules, K = V = 64, few sequences x heads: the chunk-start
+                                     // states alone (16 or 32 columns), then the outputs of every chunk in parallel
 };
+
+/// Whether state pass `s` is the state-only pass of the two-pass forward (chunk_start_states.cuh).
+constexpr bool two_pass(state_pass s) {
+  return s == state_pass::start_states_16 || s == state_pass::start_states_32;
+}
 
 /// Value columns per block of a state pass (its kernel's BV).
 constexpr index_t state_columns(state_pass s, index_t V) {
   switch (s) {
     case state_pass::wmma_16:
-    case state_pass::specialized_16: return 16;
+    case state_pass::specialized_16:
+    case state_pass::start_states_16: return 16;
     case state_pass::wmma_32:
-    case state_pass::specialized_32: return 32;
+    case state_pass::specialized_32:
+    case state_pass::start_states_32: return 32;
     case state_pass::mma_split: return 64;
     default: return V;
   }
 }
 
 /// What runs before the state pass of a chunkwise call: the chunk-local pass (W, U, the scores,
-/// b), or where the fused state pass forms the scores itself (kernels/chunk_state_mma.cuh) only
-/// the gate cumsums b (scalar decay; kernels/chunk_gate_cumsum.cuh) or nothing (no decay).
+/// b), or where the scores are formed later (the fused state pass, kernels/chunk_state_mma.cuh;
+/// the two-pass forward's output pass, kernels/chunk_output_mma.cuh) only the gate cumsums b
+/// (scalar decay; kernels/chunk_gate_cumsum.cuh) or nothing (no decay).
 enum class first_pass { chunk_local, gate_cumsum, none };
 
 /// The plan of a chunkwise call with inputs of type E.
@@ -132,6 +143,7 @@ struct chunkwise_plan : chunk_tables {
   index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
   index_t decay_slots;           // decays per chunk and value head: C (b) or K (per_key)
   dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
+  dim3 output_grid;              // two-pass forward: (chunks, HV, V / output_columns)
   struct {
     workspace_span<span> seqs;          // [N]
     workspace_span<span> chunks;        // [chunks]
@@ -140,6 +152,7 @@ struct chunkwise_plan : chunk_tables {
     workspace_span<E> u;                // [B, T, HV, V]  U = T V
     workspace_span<E> scores;           // [B, T, HV, C]  scale (Q K^T ⊙ Gam), causal
     workspace_span<E> keys, queries;    // [B, T, HV, K]  the state pass's K and Q rows (whole_tiles or per_key)
+    workspace_span<E> states;           // [chunks, HV, K, V]  two-pass forward: each chunk's start state
     workspace_span<float> gate_cumsum;  // [chunks, HV, decay_slots]  b, or exp(b_C) per key
     std::size_t bytes = 0;
   } workspace;  // W, scores, K, Q stored [B, HV, T, ldw or lds] with whole_tiles, else as shown
@@ -154,6 +167,7 @@ struct chunkwise_plan : chunk_tables {
     decay_slots = per_key ? p.K : index_t(chunk);
     local_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
     state_grid = dim3(unsigned(p.V / state_columns(s, p.V)), unsigned(p.HV), unsigned(p.N));
+    output_grid = dim3(unsigned(n_chunks), unsigned(p.HV), unsigned(p.V / output_columns));
     const bool local = first == first_pass::chunk_local;
     const std::size_t tokens = local ? std::size_t(p.B * p.T * p.HV) : 0;  // rows of pass 1's outputs
     workspace_layout ws;
@@ -167,6 +181,7 @@ struct chunkwise_plan : chunk_tables {
       workspace.keys = ws.take<E>(tokens * ldw);
       workspace.queries = ws.take<E>(tokens * ldw);
     }
+    workspace.states = ws.take<E>(two_pass(s) ? n_chunks * std::size_t(p.HV * p.K * p.V) : 0);
     workspace.gate_cumsum = ws.take<float>(first != first_pass::none ? n_chunks * p.HV * decay_slots : 0);
     workspace.bytes = ws.bytes;
   }
@@ -188,6 +203,9 @@ struct chunkwise_plan : chunk_tables {
       args.keys = rows(workspace.keys, p.K, ldw);
       args.queries = rows(workspace.queries, p.K, ldw);
     }
+    if (two_pass(state))
+      args.states = tensor_view<E, 4>(ws.at(workspace.states), {index_t(n_chunks), p.K, p.HV, p.V},
+                                      {p.HV * p.K * p.V, p.V, p.K * p.V, 1});
     args.gate_cumsum = view(ws.at(workspace.gate_cumsum), index_t(n_chunks), p.HV, decay_slots);
   }
 };

@@ -2,7 +2,8 @@
 /// \file
 /// Arguments of the chunkwise kernels: the call's (call_args.cuh), the chunk table, and the
 /// workspace through which the chunk-local pass hands W, U, the masked
-/// intra-chunk scores and the decays (state_pass_decays.cuh) to the sequential state pass.
+/// intra-chunk scores and the decays (state_pass_decays.cuh) to the sequential state pass, and
+/// the two-pass forward's state pass the chunk-start states to its output pass.
 #pragma once
 
 #include "../../core/family.hpp"
@@ -26,6 +27,8 @@ struct chunk_args : call_args<Rule, T> {
                                           // inputs': copies for the warp-specialised state pass (memory
                                           // [B, HV, T, K + pad]), or for per-key decays K ⊙ exp(1 b_C^T - b)
                                           // and Q ⊙ exp(b); null otherwise
+  tensor_view<T, 4> states;               // [chunks, K, HV, V]  the state at the start of every chunk (the
+                                          // two-pass forward, chunk_start_states.cuh; memory [chunks, HV, K, V])
   tensor_view<float, 3> gate_cumsum;      // [chunks, HV, slots]  scalar decays: b = chunk-local cumsum of log
                                           // gates, constant past the chunk's end (slots = C); per-key decays:
                                           // exp(b_C) per key (slots = K); state_pass_decays.cuh

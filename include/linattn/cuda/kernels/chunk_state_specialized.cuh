@@ -36,6 +36,7 @@
 #include "../tile/load_store.cuh"
 #include "../tile/mma_sync.cuh"
 #include "../tile/named_barrier.cuh"
+#include "../tile/warp_rows_store.cuh"
 #include "chunk_args.cuh"
 #include "chunk_scores.cuh"
 #include "rule_coefficients.cuh"
@@ -336,23 +337,8 @@ __global__ void __launch_bounds__(256) chunk_state_specialized_kernel(chunk_args
       // scores causal: k-steps up to the warp's row block
       mma_rows_kn<T, NT, chunk / 16>(o, scores + r0 * S::lds, S::lds, fresh, S::ldv, lane, role_warp + 1);
       if (c + 2 < chunks) barrier_arrive(bars::empty(c), both);  // the state warps write H of c + 2 there
-      // the warp's rows of O -> its own (no longer read) query rows -> 16-byte stores
-      T* stage = queries + r0 * S::ldk;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          store_pair(stage + (g + 8 * half) * S::ldk, col(nt, 0), o[nt][2 * half], o[nt][2 * half + 1]);
-      __syncwarp();
-      constexpr int pieces = BV / 8;  // 16-byte pieces per row
-#pragma unroll
-      for (int i = lane; i < 16 * pieces; i += 32) {
-        const int r = i / pieces, j = (i % pieces) * 8;
-        if (r0 + r >= n) continue;
-        float y[8];
-        load8(stage + r * S::ldk + j, y);
-        store8(args.out, b, t0 + r0 + r, hv, v0 + j, y);
-      }
+      // the warp's rows of O, staged in its own (no longer read) query rows
+      store_warp_rows(o, queries + r0 * S::ldk, S::ldk, lane, n - r0, args.out, b, t0 + r0, hv, v0);
       // the stores into the query tile (and any zero rows) before the tile's next bulk refill,
       // issued after the next out_tiles_in barrier
       if constexpr (!own_scores) fence_proxy_async_shared();
