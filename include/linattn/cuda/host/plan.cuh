@@ -16,7 +16,6 @@
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../kernels/chunk_args.cuh"
-#include "../kernels/chunk_output_mma.cuh"
 #include "../kernels/token_recurrence.cuh"
 #include "../tile/load_store.cuh"
 #include "status.cuh"
@@ -120,6 +119,9 @@ constexpr index_t state_columns(state_pass s, index_t V) {
     default: return V;
   }
 }
+
+/// Value columns per block of the two-pass forward's output pass (kernels/chunk_output_mma.cuh).
+inline constexpr int output_columns = 64;
 
 /// What runs before the state pass of a chunkwise call: the chunk-local pass (W, U, the scores,
 /// b), or where the scores are formed later (the fused state pass, kernels/chunk_state_mma.cuh;

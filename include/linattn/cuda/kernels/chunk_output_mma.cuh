@@ -22,9 +22,6 @@
 
 namespace linattn::cuda::detail {
 
-/// Value columns per block of the output pass.
-inline constexpr int output_columns = 64;
-
 template <class T, int K, int BV>
 struct alignas(16) chunk_output_storage {
   static constexpr int warps = 4, threads = 32 * warps;
