@@ -115,9 +115,10 @@ ref::result oracle(const rls_problem& p) {
   return r;
 }
 
-/// Random problem: keys of norm ~1, log forgetting factors log(sigmoid(N(0,1) + 4)) (gamma ~ 0.98),
-/// and a random valid start state (S0 random, P0 = (M M^T / K + I/2)^{-1}) when with_s0.
-rls_problem make_rls(std::mt19937_64& rng, ref::dims d, bool forget, bool with_s0, std::vector<std::int64_t> cu = {}) {
+/// Random problem: keys of norm ~1, log forgetting factors log(sigmoid(N(0,1) + shift)) (shift 4:
+/// gamma ~ 0.98), and a random valid start state (S0 random, P0 = (M M^T / K + I/2)^{-1}) when with_s0.
+rls_problem make_rls(std::mt19937_64& rng, ref::dims d, bool forget, bool with_s0, std::vector<std::int64_t> cu = {},
+                     double shift = 4.0) {
   std::normal_distribution<double> normal;
   rls_problem p;
   p.d = d;
@@ -132,7 +133,7 @@ rls_problem make_rls(std::mt19937_64& rng, ref::dims d, bool forget, bool with_s
   fill(p.v, std::size_t(d.B) * d.T * d.HV * d.V, 1.0);
   if (forget) {
     p.g.resize(std::size_t(d.B) * d.T * d.HV);
-    for (auto& e : p.g) e = logsigmoid(normal(rng) + 4.0);
+    for (auto& e : p.g) e = logsigmoid(normal(rng) + shift);
   }
   if (with_s0) {
     const int K = d.K, W = p.cols();
@@ -244,6 +245,21 @@ TEMPLATE_TEST_CASE("R12: RLS recurrent == batch ridge solve == chunkwise == para
         CHECK(rel_err(got.r.o, want.o) < rls_tol<TestType>());
       }
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("R12: chunks that forget by far more than a factor 16 are as accurate as the recurrence", "[rls]", float,
+                   double) {
+  // gamma ~ sigmoid(N(0,1) + 2) (mean 0.84): a chunk of 64 forgets a factor ~1e-5, which a
+  // single Woodbury block over it would lose to cancellation in float (docs/math.md#rls).
+  std::mt19937_64 rng(714);
+  auto p = make_rls(rng, {.B = 1, .T = 203, .H = 1, .HV = 2, .K = 8, .V = 5}, true, true, {}, 2.0);
+  const auto want = oracle(p);
+  for (index_t C : {16, 64, 128}) {
+    CAPTURE(C);
+    const auto got = run_rls<TestType>(form::chunkwise, p, C);
+    CHECK(rel_err(got.r.o, want.o) < rls_tol<TestType>());
+    CHECK(rel_err(got.r.s, want.s) < rls_tol<TestType>());
   }
 }
 

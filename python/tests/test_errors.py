@@ -115,3 +115,13 @@ def test_unsupported_gates_are_explicit():
     q, k, v, g, beta = make_inputs()
     with pytest.raises(NotImplementedError, match="gk"):
         la.fused_recurrent_gated_delta_rule(q, k, v, gk=g[..., None].expand(*g.shape, 16), beta=beta)
+
+
+@pytest.mark.parametrize("z_shape", [(2, 1, 2, 3), (1, 1, 2, 16), (2, 5, 2, 16), (2, 1, 4, 16)])
+def test_linear_attn_key_sum_shape(z_shape):
+    """normalize=True: the key sum z of initial_state=(state, z) must be [N, 1, H, K]; a z that
+    torch would broadcast (N = 1 for two sequences) is rejected too."""
+    q, k, v, _, _ = make_inputs(HV=2)
+    state = torch.randn(2, 2, 16, 12)
+    with pytest.raises(ValueError, match="'initial_state'"):
+        la.chunk_linear_attn(q, k, v, initial_state=(state, torch.rand(z_shape)), output_final_state=True)

@@ -158,6 +158,20 @@ def test_linear_attn_normalized():
     close(zp[0], z1[0], 1e-12)
 
 
+def test_rls_chunks_that_forget_strongly():
+    """float32 chunk_rls with forgetting factors ~0.84 (a chunk of 64 forgets ~1e-5): as accurate
+    as the float32 recurrence, against the float64 recurrence."""
+    torch.manual_seed(5)
+    q, k, v = torch.randn(1, 203, 2, 8, dtype=torch.float64), 0.5 * torch.randn(1, 203, 2, 8, dtype=torch.float64), \
+        torch.randn(1, 203, 2, 6, dtype=torch.float64)
+    g = torch.nn.functional.logsigmoid(torch.randn(1, 203, 2, dtype=torch.float64) + 2)
+    ro, rs = la.fused_recurrent_rls(q, k, v, g, output_final_state=True)
+    for chunk_size in (16, 64):
+        o, s = la.chunk_rls(*(x.float() for x in (q, k, v, g)), chunk_size=chunk_size, output_final_state=True)
+        close(o.double(), ro, 1e-4)
+        close(s.double(), rs, 1e-4)
+
+
 def test_rls_forward():
     """RLS (forward only) against the Sherman-Morrison recurrence, with forgetting and a carried
     state [N, HV, K, V + K]."""

@@ -86,14 +86,18 @@ def chunk_linear_attn(q, k, v, scale=None, initial_state=None, output_final_stat
     z_init = None
     if normalize and isinstance(initial_state, tuple):
         initial_state, z_init = initial_state
+        check_tensor("z", z_init, 4)
+        check_seqlens(cu_seqlens, q, initial_state)
+        n = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+        if tuple(z_init.shape) != (n, 1, q.shape[2], q.shape[3]):
+            raise ValueError(f"linattn: argument 'initial_state' holds a key sum z of shape {tuple(z_init.shape)}, "
+                             f"expected [N, 1, H, K] = {[n, 1, q.shape[2], q.shape[3]]}")
     o, final_state = run("hebbian", "chunk", q, k, v, [], scale=scale, initial_state=initial_state,
                          output_final_state=output_final_state, cu_seqlens=cu_seqlens)
     if not normalize:
         return o, final_state
     if scale is None:
         scale = q.shape[-1] ** -0.5
-    check_tensor("z", z_init, 4, optional=True)
-    check_seqlens(cu_seqlens, q, initial_state)
     real = torch.float64 if q.dtype == torch.float64 else torch.float32
     z = _key_sums(k.to(real), None if z_init is None else z_init.to(real), cu_seqlens)
     denom = (q.to(real) * scale * z).sum(-1, keepdim=True) + 1e-10      # [B, T, H, 1]

@@ -9,7 +9,8 @@
 ///              X  = L^{-1} K P,  Z = L^{-1} (V - K H)    [n, K], [n, V]
 ///              O  = Q H + tril((X Q^T)^T) Z              leading blocks of L factor leading blocks of Mm
 ///              H += X^T Z;   P <- (P - X^T X) / exp(b_n)
-///            (a chunk whose Mm is not numerically SPD falls back to the token recurrence);
+///            (a chunk whose Mm is not numerically SPD falls back to the token recurrence; a chunk
+///            runs as blocks that forget at most block_decay_floor, see span);
 ///   whole:   the parallel form, from the normal equations in information form,
 ///              G_t = gamma_t G_{t-1} + k_t k_t^T,  C_t = gamma_t C_{t-1} + k_t v_t^T   (G_0 = P_0^{-1}, C_0 = G_0 H_0)
 ///              o_t = (G_t^{-1} q_t)^T C_t                 one K x K Cholesky per token
@@ -18,6 +19,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 
 #include "../../core/tensor_view.hpp"
@@ -72,38 +74,23 @@ class rls_worker {
     }
   }
 
-  /// One chunk of the chunkwise form (block Woodbury + Cholesky).
+  /// One chunk of the chunkwise form, as blocks over which the forgetting stays above
+  /// block_decay_floor: the block update divides P - X^T X by Gam_n, so a block that forgets
+  /// a factor f loses about log10(f) digits of P to cancellation (docs/math.md#rls). Blocks
+  /// of one token are the token recurrence.
   void span(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
             index_t hv, A scale) {
-    if (n == 0) return;
-    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, V_);
-    A run = 0;
-    for (index_t r = 0; r < n; ++r) b_(r) = run += static_cast<A>(Rule::log_gate(in, b, t0 + r, hv));
-    const auto Kc = K_.topRows(n);
-    auto KP = KP_.topRows(n);  // [n, K] = K P, becomes X = L^{-1} K P
-    KP.noalias() = Kc * P_;
-    auto M = M_.topLeftCorner(n, n);  // [n, n] = diag(exp(b)) + K P K^T
-    M.noalias() = KP * Kc.transpose();
-    M.diagonal() += b_.head(n).array().exp().matrix();
-    llt_.compute(M);
-    if (llt_.info() != Eigen::Success) {
-      tokens(in, out, b, t0, n, hq, hv, scale);
-      return;
+    for (index_t s = 0; s < n;) {
+      A run = 0;
+      index_t e = s;
+      for (; e < n; ++e) {
+        const A g = static_cast<A>(Rule::log_gate(in, b, t0 + e, hv));
+        if (e > s && run + g < block_decay_floor) break;
+        b_(e - s) = run += g;
+      }
+      block(in, out, b, t0 + s, e - s, hq, hv, scale);
+      s = e;
     }
-    auto Z = V_.topRows(n);  // [n, V] = L^{-1} (V - K H)
-    Z.noalias() -= Kc * H_;
-    llt_.matrixL().solveInPlace(Z);
-    llt_.matrixL().solveInPlace(KP);
-    auto Y = Y_.topLeftCorner(n, n);  // [n, n] = X Q^T; O_r = sum_{i <= r} Y_ir Z_i
-    Y.noalias() = KP * Q_.topRows(n).transpose();
-    auto O = O_.topRows(n);  // [n, V]
-    O.noalias() = Q_.topRows(n) * H_;
-    O.noalias() += Y.transpose().template triangularView<Eigen::Lower>() * Z;
-    store_rows(out, b, t0, hv, n, O);
-    H_.noalias() += KP.transpose() * Z;
-    P_.noalias() -= KP.transpose() * KP;
-    P_ *= std::exp(-b_(n - 1));
-    symmetrise();
   }
 
   /// The parallel form: every output from the normal equations of its prefix, one token at a time.
@@ -136,6 +123,41 @@ class rls_worker {
   }
 
  private:
+  /// The least cumulative log forgetting of one Woodbury block: Gam_n >= 1/16 in float keeps
+  /// its cancellation to about the token recurrence's, 1e-4 in double to below 1e-12.
+  static constexpr A block_decay_floor = std::is_same_v<A, float> ? A(-2.7725887) : A(-9.2103404);
+
+  /// One block of n tokens (block Woodbury + Cholesky), b_ holding its cumulative log gates.
+  void block(const inputs_t& in, const tensor_view<T, 4>& out, index_t b, index_t t0, index_t n, index_t hq,
+             index_t hv, A scale) {
+    load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, V_);
+    const auto Kc = K_.topRows(n);
+    auto KP = KP_.topRows(n);  // [n, K] = K P, becomes X = L^{-1} K P
+    KP.noalias() = Kc * P_;
+    auto M = M_.topLeftCorner(n, n);  // [n, n] = diag(exp(b)) + K P K^T
+    M.noalias() = KP * Kc.transpose();
+    M.diagonal() += b_.head(n).array().exp().matrix();
+    llt_.compute(M);
+    if (llt_.info() != Eigen::Success) {
+      tokens(in, out, b, t0, n, hq, hv, scale);
+      return;
+    }
+    auto Z = V_.topRows(n);  // [n, V] = L^{-1} (V - K H)
+    Z.noalias() -= Kc * H_;
+    llt_.matrixL().solveInPlace(Z);
+    llt_.matrixL().solveInPlace(KP);
+    auto Y = Y_.topLeftCorner(n, n);  // [n, n] = X Q^T; O_r = sum_{i <= r} Y_ir Z_i
+    Y.noalias() = KP * Q_.topRows(n).transpose();
+    auto O = O_.topRows(n);  // [n, V]
+    O.noalias() = Q_.topRows(n) * H_;
+    O.noalias() += Y.transpose().template triangularView<Eigen::Lower>() * Z;
+    store_rows(out, b, t0, hv, n, O);
+    H_.noalias() += KP.transpose() * Z;
+    P_.noalias() -= KP.transpose() * KP;
+    P_ *= std::exp(-b_(n - 1));
+    symmetrise();
+  }
+
   void symmetrise() { symmetrise(P_); }
   static void symmetrise(mat<A>& X) {
     const index_t K = X.rows();
