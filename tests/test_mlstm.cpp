@@ -223,6 +223,23 @@ TEST_CASE("mLSTM: input gates up to +300 and forget gates near 0 stay finite and
   }
 }
 
+TEST_CASE("mLSTM: a long span through many forget gates of exactly 0 keeps float64 accuracy", "[mlstm][robustness]") {
+  // Every sixth forget gate is 0 (f~ = -inf, log f floored at -1e4): over 600 tokens the
+  // cumulative log forget reaches -1e6, whose double rounding alone would be 1e-10.
+  std::mt19937_64 rng(6);
+  mproblem shape;
+  shape.B = 1, shape.T = 600, shape.H = 1, shape.HV = 2, shape.K = 5, shape.V = 3;
+  auto p = make(rng, shape, 0.0, 1.0, 2.0, true);
+  for (std::size_t t = 5 * std::size_t(p.HV); t < p.fg.size(); t += 6 * std::size_t(p.HV)) p.fg[t] = p.fg[t + 1] = -std::numeric_limits<double>::infinity();
+  const auto want = reference(p, true);
+  for (mform f : {mform::chunkwise, mform::parallel}) {
+    CAPTURE(name(f));
+    const auto got = run<double>(f, p, 256);
+    CHECK(harness::rel_err(got.o, want.o) < 1e-13);
+    CHECK(harness::rel_err(got.s, want.s) < 1e-13);
+  }
+}
+
 TEST_CASE("mLSTM: results do not depend on the thread count, and two calls equal one", "[mlstm][threads][state]") {
   std::mt19937_64 rng(5);
   const auto p = make(rng, {}, 0.0, 2.0, 1.0, true);

@@ -11,7 +11,7 @@
 ///             [Num, Den] = diag(exp(m0 - M)) Q Z0 + (Q K^T ⊙ E) [V, 1],  E_ri = exp(a_i - M_r), i <= r
 ///             Z <- exp(m0 - M_n) Z0 + (diag(exp(a - M_n)) K)^T [V, 1];   m <- b_n + M_n
 ///           (chunkwise: chunk by chunk; parallel: the whole sequence as one span).
-/// Every exponent is <= 0; the a_i, M_r and their differences are formed in double.
+/// Every exponent is <= 0; b, the a_i, M_r and their differences are formed as double-double sums.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "../../core/tensor_view.hpp"
 #include "../io/token_io.hpp"
 #include "../linalg/eigen_types.hpp"
+#include "../linalg/exact_sum.hpp"
 #include "../linalg/gemm.hpp"
 #include "../linalg/transpose.hpp"
 
@@ -87,22 +88,27 @@ class mlstm_worker {
     load_qkv_rows(in, b, t0, n, hq, hv, scale, Q_, K_, Vx_.leftCols(V));
     Vx_.col(V).head(n).setOnes();
     transpose_into(Kx_.leftCols(n), K_.topRows(n));
-    // b (cumsum of log f), a_i = i~_i - b_i, M_r = max(m0, a_0..a_r), all in double.
-    double bsum = 0, run = m_;
+    // b (cumsum of log f), a_i = i~_i - b_i, M_r = max(m0, a_0..a_r), as double-double sums:
+    // with forget gates of 0 (log f floored at -1e4) b reaches -1e4 per such token, and a
+    // difference a_i - M_r of plain doubles would carry b's rounding (1e-10 after 100 of them).
+    exact_sum bs{0, 0}, run{m_, 0};
     for (index_t r = 0; r < n; ++r) {
-      bsum += forget(in, b, t0 + r, hv);
-      a_[std::size_t(r)] = input(in, b, t0 + r, hv) - bsum;
-      M_[std::size_t(r)] = run = std::max(run, a_[std::size_t(r)]);
-      m_lo_[std::size_t(r)] = bsum + run;  // m_r
+      bs = bs + exact_sum{forget(in, b, t0 + r, hv), 0};
+      const exact_sum a = exact_sum{input(in, b, t0 + r, hv), 0} - bs;
+      a_[std::size_t(r)] = a;
+      if (run < a) run = a;
+      M_[std::size_t(r)] = run;
+      m_lo_[std::size_t(r)] = (bs + run).value();  // m_r
     }
     // P = (Q K^T ⊙ E), causal; row r's inter-chunk factor exp(m0 - M_r).
     auto P = P_.topLeftCorner(n, n);
     gemm<triangle::lower_c>(P, rows_of(Q_.topRows(n)), Kx_.leftCols(n));
+    const exact_sum m0{m_, 0};
     for (index_t r = 0; r < n; ++r) {
-      const double Mr = M_[std::size_t(r)];
-      for (index_t i = 0; i <= r; ++i) P(r, i) *= static_cast<A>(std::exp(a_[std::size_t(i)] - Mr));
+      const exact_sum Mr = M_[std::size_t(r)];
+      for (index_t i = 0; i <= r; ++i) P(r, i) *= static_cast<A>(std::exp((a_[std::size_t(i)] - Mr).value()));
       P.row(r).tail(n - r - 1).setZero();
-      ew_(r) = static_cast<A>(std::exp(m_ - Mr));
+      ew_(r) = static_cast<A>(std::exp((m0 - Mr).value()));
     }
     auto O = O_.topRows(n);  // [n, V + 1]: [Num, Den]
     gemm(O, rows_of(Q_.topRows(n)), Z_, {.row_alpha = ew_.data()});
@@ -112,10 +118,10 @@ class mlstm_worker {
       store_rows(out, b, t0 + r, hv, 1, h_);
     }
     // Z <- exp(m0 - M_n) Z0 + (diag(exp(a - M_n)) K)^T [V, 1];  m <- b_n + M_n.
-    const double Mn = M_[std::size_t(n - 1)];
-    for (index_t i = 0; i < n; ++i) ew_(i) = static_cast<A>(std::exp(a_[std::size_t(i)] - Mn));
+    const exact_sum Mn = M_[std::size_t(n - 1)];
+    for (index_t i = 0; i < n; ++i) ew_(i) = static_cast<A>(std::exp((a_[std::size_t(i)] - Mn).value()));
     K_.topRows(n) = ew_.head(n).asDiagonal() * K_.topRows(n);
-    gemm(Z_, cols_of(K_.topRows(n)), Vx_.topRows(n), {.beta = static_cast<A>(std::exp(m_ - Mn))});
+    gemm(Z_, cols_of(K_.topRows(n)), Vx_.topRows(n), {.beta = static_cast<A>(std::exp((m0 - Mn).value()))});
     m_ = m_lo_[std::size_t(n - 1)];
   }
 
@@ -139,7 +145,8 @@ class mlstm_worker {
   mat<A> Vx_, P_, O_;   // [cap, V + 1], [cap, cap], [cap, V + 1]
   row_vec<A> q_, k_, o_, h_;  // [K], [K], [V + 1], [V]
   col_vec<A> ew_;       // [cap]   row / write factors
-  std::vector<double> a_, M_, m_lo_;  // [cap]   i~ - b, running max, m_r
+  std::vector<exact_sum> a_, M_;  // [cap]   i~ - b, running max
+  std::vector<double> m_lo_;     // [cap]   m_r
 };
 
 }  // namespace linattn::cpu
