@@ -120,6 +120,12 @@ TEST_CASE("mamba2_to_scalar_decay names a bad argument and writes nothing", "[ma
   CHECK_THROWS_WITH(call(p.HV, g.data(), x.data() + 1), Catch::Contains("v overlaps the input x"));
   CHECK(untouched());
   CHECK_THROWS_WITH(call(p.HV, dt.data(), v.data()), Catch::Contains("g overlaps the input dt"));
+  const auto negative = la::view<const double>(dt.data(), p.B, -p.T, p.HV);
+  CHECK_THROWS_WITH(la::mamba2_to_scalar_decay<double>(negative, la::view<const double>(dt_bias.data(), p.HV),
+                                                       la::view<const double>(A_log.data(), p.HV), xv,
+                                                       la::view(g.data(), p.B, p.T, p.HV), la::view(v.data(), p.B, p.T, p.HV, p.P)),
+                    Catch::Contains("dt has shape") && Catch::Contains("negative extent"));
+  CHECK(untouched());
   CHECK_NOTHROW(call(p.HV, g.data(), x.data()));  // v = x in place
   CHECK(!untouched());
 }

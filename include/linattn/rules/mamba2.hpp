@@ -31,6 +31,8 @@ void mamba2_to_scalar_decay(tensor_view<const T, 3> dt, tensor_view<const T, 1> 
   const auto fail = [](const std::string& what) { throw error("linattn::mamba2_to_scalar_decay: " + what); };
   const index_t B = dt.extent(0), L = dt.extent(1), HV = dt.extent(2), V = x.extent(3);
   const auto expect = [&](const char* name, const auto& view, std::initializer_list<index_t> want, const char* text) {
+    for (index_t e : view.extents())
+      if (e < 0) fail(std::string(name) + " has shape " + detail::shape_string(view.extents()) + ", a negative extent");
     index_t d = 0;
     for (index_t w : want)
       if (view.extent(int(d++)) != w) fail(std::string(name) + " has shape " + detail::shape_string(view.extents()) + ", expected " + text);
