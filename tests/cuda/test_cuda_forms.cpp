@@ -60,6 +60,11 @@ std::vector<shape_case> shape_cases() {
       // warp-specialised pass forming its own scores)
       {"B1 T1000 H2 HV4 K64 V64, many chunks", {1, 1000, 2, 4, 64, 64}, {}, {}},
       {"B12 T200 H2 HV4 K64 V64, carried state, 32-column state blocks", {12, 200, 2, 4, 64, 64}, {}, {}},
+      // ... and at K = V = 128 (blocks of 64 key rows): 8 units x 2 key blocks of 32 columns (the
+      // cases above with K = V = 128 and up to 4 sequences x heads take them too); 24
+      // sequences x heads: 64-column blocks, varlen with a sequence of one token
+      {"packed 0,1,65,200,700 H2 HV6 K128 V128, carried state, 64-column start-state blocks",
+       {1, 700, 2, 6, 128, 128}, {0, 1, 65, 200, 700}, {}},
       {"B5 T70 H4 HV8 K128 V128, wide grid", {5, 70, 4, 8, 128, 128}, {}, {}},
       {"B10 T70 H4 HV8 K128 V128, wider grid", {10, 70, 4, 8, 128, 128}, {}, {}},
       {"B20 T70 H2 HV8 K64 V64, wider grid", {20, 70, 2, 8, 64, 64}, {}, {}},
@@ -367,6 +372,8 @@ TEMPLATE_TEST_CASE("cuda chunkwise form writes checkpoints at chunk ends", "[cud
       {"B5 T150 H4 HV8 K128 V128, wide grid", {5, 150, 4, 8, 128, 128}, {}, {}},
       {"B20 T130 H2 HV8 K64 V64, wider grid", {20, 130, 2, 8, 64, 64}, {}, {}},
       {"B2 T300 H1 HV3 K64 V64, two passes (Hebbian, ScalarDecay)", {2, 300, 1, 3, 64, 64}, {}, {}},
+      {"B3 T260 H1 HV3 K128 V128, two passes (Hebbian, ScalarDecay)", {3, 260, 1, 3, 128, 128}, {}, {}},
+      {"B4 T130 H2 HV6 K128 V128, two passes with 64-column blocks", {4, 130, 2, 6, 128, 128}, {}, {}},
   };
   for (std::size_t i = 0; i < cases.size(); ++i)
     for (dtype t : {dtype::f32, dtype::bf16})
@@ -424,8 +431,10 @@ TEMPLATE_TEST_CASE("cuda gated rules with hard resets (-inf) and gates down to -
       check_against_reference<TestType>(rng, sc, t, f, harness::gates::mild, hostile_gates);
   const shape_case wide{"B20 T150 H2 HV8 K64 V64, wider grid", {20, 150, 2, 8, 64, 64}, {}, {}};
   check_against_reference<TestType>(rng, wide, dtype::bf16, form::chunkwise, harness::gates::mild, hostile_gates);
-  // 32 units at K = V = 64: ScalarDecay's two-pass forward
-  const shape_case few{"B2 T150 H2 HV4 K64 V64, two passes", {2, 150, 2, 4, 64, 64}, {}, {}};
-  for (dtype t : {dtype::f16, dtype::bf16})
-    check_against_reference<TestType>(rng, few, t, form::chunkwise, harness::gates::mild, hostile_gates);
+  // 32 units at K = V = 64 and 4 sequences x heads at 128: ScalarDecay's two-pass forward
+  const shape_case few[] = {{"B2 T150 H2 HV4 K64 V64, two passes", {2, 150, 2, 4, 64, 64}, {}, {}},
+                            {"B2 T150 H2 HV4 K128 V128, two passes", {2, 150, 2, 4, 128, 128}, {}, {}}};
+  for (const auto& sc : few)
+    for (dtype t : {dtype::f16, dtype::bf16})
+      check_against_reference<TestType>(rng, sc, t, form::chunkwise, harness::gates::mild, hostile_gates);
 }

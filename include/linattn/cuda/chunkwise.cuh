@@ -130,28 +130,37 @@ struct chunkwise_mma_kernels {
     check_launch("chunk_gate_cumsum_kernel");
   }
 
-  /// The head sizes at which the additive rules may take the two-pass forward. Measured on an
-  /// H100 against the single pass (bench/cuda/NOTES.md): at K = V = 64 the two passes took
-  /// 0.56-0.84x its time on few sequences x heads; at K = V = 128 they took 1.14-1.46x, since
-  /// there the states' round trip through memory moves as many bytes as q, k, v and o.
-  static constexpr bool two_pass_heads(index_t K, index_t V) { return K == 64 && V == 64; }
+  /// The head sizes at which the additive rules may take the two-pass forward (measured on an
+  /// H100 against the single pass, bench/cuda/NOTES.md): K = V = 64, and K = V = 128 with the
+  /// state pass's blocks split along the keys and its chunk-start states stored as 16-byte
+  /// pieces; with the earlier 4-byte stores the L2 cache bounded that pass and at 128 the two
+  /// passes took 1.14-1.46x the single pass's time.
+  static constexpr bool two_pass_heads(index_t K, index_t V) { return K == V && (K == 64 || K == 128); }
+
+  /// Blocks of the two-pass forward's state pass with `columns` value columns per block.
+  static index_t start_state_blocks(const problem& p, index_t columns) {
+    return p.N * p.HV * (p.V / columns) * (p.K / start_state_rows(p.K));
+  }
 
   /// Whether a call takes the two-pass forward: an additive rule (no decay or a scalar one) at
-  /// those head sizes, where the state pass's blocks fit the multiprocessors one each. Hebbian
-  /// needs 16-column blocks for that: with 32 the warp-specialised pass, which forms Hebbian's
-  /// scores itself, took 0.86x the two passes' time; ScalarDecay's two passes won with 16 or 32.
+  /// those head sizes, where the state pass's blocks fit the multiprocessors one each. At
+  /// K = V = 64, Hebbian needs 16-column blocks for that: with 32 the warp-specialised pass,
+  /// which forms Hebbian's scores itself, took 0.86x the two passes' time; ScalarDecay's two
+  /// passes won with 16 or 32. At 128 both rules take them with up to 64-column blocks.
   template <class Rule>
   static bool takes_two_passes(const problem& p, index_t sms) {
     if (!takes_start_states<Rule> || !two_pass_heads(p.K, p.V)) return false;
-    const index_t columns = Rule::decay == decay_kind::none ? 16 : 32;
-    return p.N * p.HV * (p.V / columns) <= sms;
+    const index_t columns = p.K == 128 ? 64 : Rule::decay == decay_kind::none ? 16 : 32;
+    return start_state_blocks(p, columns) <= sms;
   }
 
-  /// The two-pass forward's value columns per block of its state pass: 16 where those blocks
-  /// still fit the multiprocessors one each, else 32 (every block reads the chunk's whole key
-  /// rows, so narrower blocks multiply the key traffic).
+  /// The two-pass forward's value columns per block of its state pass: the narrower choice where
+  /// its blocks still fit the multiprocessors one each (every block reads the chunk's key rows,
+  /// so narrower blocks multiply the key traffic): 16 or 32 at K = V = 64, 32 or 64 at 128.
   static state_pass start_states_for(const problem& p, index_t sms) {
-    return p.N * p.HV * (p.V / 16) <= sms ? state_pass::start_states_16 : state_pass::start_states_32;
+    const bool narrow = start_state_blocks(p, p.K == 128 ? 32 : 16) <= sms;
+    if (p.K == 128) return narrow ? state_pass::start_states_32 : state_pass::start_states_64;
+    return narrow ? state_pass::start_states_16 : state_pass::start_states_32;
   }
 
   template <class Rule>
@@ -184,18 +193,19 @@ struct chunkwise_mma_kernels {
     };
     const auto two_pass = [&](auto bv) {
       if constexpr (takes_start_states<Rule> && two_pass_heads(K, V)) {
-        constexpr int BV = decltype(bv)::value;
-        launch<chunk_start_states_storage<E, K, BV>>(chunk_start_states_kernel<Rule, E, K, BV>, plan.state_grid, args,
-                                                     stream, "chunk_start_states_kernel");
+        constexpr int BV = decltype(bv)::value, BK = int(start_state_rows(K));
+        launch<chunk_start_states_storage<E, BK, BV>>(chunk_start_states_kernel<Rule, E, K, BV>, plan.state_grid, args,
+                                                      stream, "chunk_start_states_kernel");
         if (plan.n_chunks > 0)
-          launch<chunk_output_storage<E, K, output_columns>>(chunk_output_mma_kernel<Rule, E, K, output_columns>,
-                                                             plan.output_grid, args, stream, "chunk_output_mma_kernel");
+          launch<chunk_output_storage<E, K, V>>(chunk_output_mma_kernel<Rule, E, K, V>, plan.output_grid, args, stream,
+                                                "chunk_output_mma_kernel");
       }
     };
     using std::integral_constant;
     switch (plan.state) {
       case state_pass::start_states_16: return two_pass(integral_constant<int, 16>{});
       case state_pass::start_states_32: return two_pass(integral_constant<int, 32>{});
+      case state_pass::start_states_64: return two_pass(integral_constant<int, 64>{});
       case state_pass::specialized_16: return specialized(integral_constant<int, 16>{});
       case state_pass::specialized_32: return specialized(integral_constant<int, 32>{});
       case state_pass::mma_split: return fused(integral_constant<int, 4>{}, integral_constant<int, 2>{});

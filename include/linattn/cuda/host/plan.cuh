@@ -16,6 +16,7 @@
 #include "../../core/problem.hpp"
 #include "../../core/tensor_view.hpp"
 #include "../kernels/chunk_args.cuh"
+#include "../kernels/chunk_start_states.cuh"
 #include "../kernels/token_recurrence.cuh"
 #include "../tile/load_store.cuh"
 #include "status.cuh"
@@ -97,13 +98,14 @@ enum class state_pass {
   mma_split,                      // 16-bit: H in registers, output in the same warps; 4 groups of 2 warps
   mma_wide,                       //   ... or one-warp groups over all value columns
   specialized_16, specialized_32, // 16-bit, few sequences x heads: state and output warps; 16 or 32 columns
-  start_states_16, start_states_32  // 16-bit additive rules, K = V = 64, few sequences x heads: the chunk-start
-                                     // states alone (16 or 32 columns), then the outputs of every chunk in parallel
+  start_states_16, start_states_32, start_states_64  // 16-bit additive rules, K = V = 64 or 128, few sequences x
+                                     // heads: the chunk-start states alone ([64, 16], [64, 32] or [64, 64] blocks
+                                     // of the state), then the outputs of every chunk in parallel
 };
 
 /// Whether state pass `s` is the state-only pass of the two-pass forward (chunk_start_states.cuh).
 constexpr bool two_pass(state_pass s) {
-  return s == state_pass::start_states_16 || s == state_pass::start_states_32;
+  return s == state_pass::start_states_16 || s == state_pass::start_states_32 || s == state_pass::start_states_64;
 }
 
 /// Value columns per block of a state pass (its kernel's BV).
@@ -115,13 +117,12 @@ constexpr index_t state_columns(state_pass s, index_t V) {
     case state_pass::wmma_32:
     case state_pass::specialized_32:
     case state_pass::start_states_32: return 32;
+    case state_pass::start_states_64:
     case state_pass::mma_split: return 64;
     default: return V;
   }
 }
 
-/// Value columns per block of the two-pass forward's output pass (kernels/chunk_output_mma.cuh).
-inline constexpr int output_columns = 64;
 
 /// What runs before the state pass of a chunkwise call: the chunk-local pass (W, U, the scores,
 /// b), or where the scores are formed later (the fused state pass, kernels/chunk_state_mma.cuh;
@@ -144,8 +145,8 @@ struct chunkwise_plan : chunk_tables {
   first_pass first;               // without the chunk-local pass: no W, U, scores; b only for gate_cumsum
   index_t ldw, lds;              // workspace row lengths of W, K, Q and of the scores
   index_t decay_slots;           // decays per chunk and value head: C (b) or K (per_key)
-  dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N)
-  dim3 output_grid;              // two-pass forward: (chunks, HV, V / output_columns)
+  dim3 local_grid, state_grid;   // (chunks, HV) and (V / state_columns, HV, N); two-pass: x times K / start_state_rows
+  dim3 output_grid;              // two-pass forward: (chunks, HV, 1), one block for all V columns
   struct {
     workspace_span<span> seqs;          // [N]
     workspace_span<span> chunks;        // [chunks]
@@ -168,8 +169,9 @@ struct chunkwise_plan : chunk_tables {
     lds = chunk + (whole_tiles ? pad<E> : 0);
     decay_slots = per_key ? p.K : index_t(chunk);
     local_grid = dim3(unsigned(n_chunks), unsigned(p.HV));
-    state_grid = dim3(unsigned(p.V / state_columns(s, p.V)), unsigned(p.HV), unsigned(p.N));
-    output_grid = dim3(unsigned(n_chunks), unsigned(p.HV), unsigned(p.V / output_columns));
+    const index_t key_blocks = two_pass(s) ? p.K / start_state_rows(p.K) : 1;
+    state_grid = dim3(unsigned(p.V / state_columns(s, p.V) * key_blocks), unsigned(p.HV), unsigned(p.N));
+    output_grid = dim3(unsigned(n_chunks), unsigned(p.HV), 1);
     const bool local = first == first_pass::chunk_local;
     const std::size_t tokens = local ? std::size_t(p.B * p.T * p.HV) : 0;  // rows of pass 1's outputs
     workspace_layout ws;

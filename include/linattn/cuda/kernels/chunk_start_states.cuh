@@ -3,18 +3,21 @@
 /// Chunkwise form, pass 2 of the two-pass forward of the additive rules for 16-bit inputs
 /// (Hebbian, ScalarDecay): the state recurrence alone. It writes the state at the start of
 /// every chunk, from which the output pass (chunk_output_mma.cuh) forms the outputs of all
-/// chunks in parallel. One block per (sequence, value head, BV value columns) with K / 16 warps;
-/// warp w carries key rows [16 w, 16 w + 16) of H [K, BV] in fp32 accumulator registers. Per
-/// chunk i, with its K and V tiles in shared memory:
+/// chunks in parallel. One block per (sequence, value head, BK key rows, BV value columns), with
+/// BK = min(K, 64) (start_state_rows) and BK / 16 warps; warp w carries key rows
+/// [16 w, 16 w + 16) of the block's H [BK, BV] in fp32 accumulator registers (for the additive
+/// rules the key rows of H evolve independently). Per chunk i, with the block's columns of its
+/// K and V tiles in shared memory:
 ///
 ///   states[i] = H                                          (rounded to T)
-///   H <- exp(b_C) H + (diag(exp(b_C - b)) K)^T V            [K, BV]
+///   H <- exp(b_C) H + (diag(exp(b_C - b)) K)^T V            [BK, BV]
 ///
 /// Each token's decay factor scales the key fragment in registers (the lane's tokens), so the
-/// loop carries one product and no round trip through shared memory: per chunk, a wait for the
-/// copies queued `Stages - 1` chunks earlier, one barrier, the product and the states' stores,
-/// which nothing in the loop waits for. The output pass, not this loop, pays for the queries
-/// and the scores; with few sequences x heads this chain is what the call's time is made of.
+/// recurrence carries one product and no round trip through shared memory: per chunk, a wait
+/// for the copies queued `Stages - 1` chunks earlier, one barrier, the product and the states'
+/// stores (through the warp's slice of shared memory as whole 16-byte row pieces), which nothing
+/// in the loop waits for. The output pass, not this loop, pays for the queries and the scores;
+/// with few sequences x heads this chain is what the call's time is made of.
 #pragma once
 
 #include <type_traits>
@@ -32,6 +35,10 @@ namespace linattn::cuda::detail {
 template <class Rule>
 inline constexpr bool takes_start_states = !corrects<Rule> && Rule::decay != decay_kind::vector;
 
+/// Key rows of the state per block: at most 64, so that at K = 128 a head's state is split
+/// along its keys too and each block reads half of every chunk's key rows.
+constexpr index_t start_state_rows(index_t K) { return K < 64 ? K : 64; }
+
 /// One chunk's tiles.
 template <class T, int K, int BV>
 struct alignas(16) chunk_start_states_tiles {
@@ -41,20 +48,24 @@ struct alignas(16) chunk_start_states_tiles {
   alignas(16) float gates[chunk];  // [C]  b (scalar decay; not loaded without one)
 };
 
-/// Shared memory of the pass: `Stages` tile buffers, chunk c in buffer c % Stages.
-template <class T, int K, int BV, int Stages = 4>
+/// Shared memory of the pass for [BK, BV] blocks of the state: `Stages` tile buffers, chunk c in
+/// buffer c % Stages, and each warp's rows of the chunk-start state on their way to memory.
+template <class T, int BK, int BV, int Stages = 4>
 struct chunk_start_states_storage {
-  static constexpr int warps = K / 16, threads = 32 * warps, stages = Stages;
-  using tiles = chunk_start_states_tiles<T, K, BV>;
+  static constexpr int warps = BK / 16, threads = 32 * warps, stages = Stages;
+  static constexpr int lds = BV + pad<T>;  // 16-byte rows, off one bank
+  using tiles = chunk_start_states_tiles<T, BK, BV>;
   tiles buffer[Stages];
+  alignas(16) T outgoing[warps][16][lds];  // [16, BV] per warp
 };
 
 template <class Rule, class T, int K, int BV>
-__global__ void __launch_bounds__(2 * K) chunk_start_states_kernel(chunk_args<Rule, T> args) {
+__global__ void __launch_bounds__(2 * int(start_state_rows(K))) chunk_start_states_kernel(chunk_args<Rule, T> args) {
   static_assert(sizeof(T) == 2, "mma.sync on 16-bit inputs");
   static_assert(takes_start_states<Rule>, "the two-pass forward: additive rules with no decay or a scalar one");
-  static_assert(BV % 16 == 0 && K % 16 == 0, "whole 16-column steps, 16 key rows per warp");
-  using S = chunk_start_states_storage<T, K, BV>;
+  constexpr int BK = int(start_state_rows(K));
+  static_assert(BV % 16 == 0 && BK % 16 == 0 && K % BK == 0, "whole 16-column steps, 16 key rows per warp");
+  using S = chunk_start_states_storage<T, BK, BV>;
   using tiles = typename S::tiles;
   using decays = state_pass_decays<Rule, K>;
   constexpr bool decay = Rule::decay == decay_kind::scalar;
@@ -62,14 +73,18 @@ __global__ void __launch_bounds__(2 * K) chunk_start_states_kernel(chunk_args<Ru
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& smem = *reinterpret_cast<S*>(dynamic_smem);
 
-  const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(blockIdx.x) * BV, h = hv / args.group;
+  // blockIdx.x: the block's key rows [k_first, k_first + BK) (slow) and value columns [v0, v0 + BV)
+  const int v_blocks = int(gridDim.x) / (K / BK);
+  const index_t n_seq = blockIdx.z, hv = blockIdx.y, v0 = index_t(int(blockIdx.x) % v_blocks) * BV, h = hv / args.group;
+  const int k_first = int(blockIdx.x) / v_blocks * BK;
   const span s = args.sequence(n_seq);
   const index_t state_slot = args.slot(n_seq);  // state slot (pool); < 0: zero start, no write
   const index_t b = s.b;
   const int end = s.start + s.length, chunks = (s.length + chunk - 1) / chunk;
-  const int tid = int(threadIdx.x), lane = tid % 32, g = lane / 4, t = lane % 4, k0 = 16 * (tid / 32);
+  const int tid = int(threadIdx.x), lane = tid % 32, g = lane / 4, t = lane % 4, warp = tid / 32;
+  const int k0 = 16 * warp;  // the warp's key rows in the tiles; k_first + k0 in the state
   const auto col = [&](int nt, int e) { return 8 * nt + 2 * t + (e & 1); };
-  const auto key = [&](int e) { return k0 + g + 8 * (e >> 1); };
+  const auto key = [&](int e) { return k_first + k0 + g + 8 * (e >> 1); };
   const ldm_lane bl = ldm_lane::b_tiles(lane), kl = ldm_lane::kn_tiles(lane);
 
   // H(key(e), v0 + col(nt, e)) = hs[nt][e]
@@ -88,7 +103,7 @@ __global__ void __launch_bounds__(2 * K) chunk_start_states_kernel(chunk_args<Ru
     hs[nt][e] = args.s0.data() && state_slot >= 0 ? args.s0(state_slot, hv, key(e), v0 + col(nt, e)) : 0.0f;
   });
 
-  const row_source<chunk, K, Th, T> keys(args.in.k, b, h, 0, tid);
+  const row_source<chunk, BK, Th, T> keys(args.in.k, b, h, k_first, tid);
   const row_source<chunk, BV, Th, T> values(args.in.v, b, hv, v0, tid);
   // chunk c's copies into buffer c % P, one commit group per chunk (empty past the last, so that
   // `wait_copies<P - 2>` always leaves exactly the later chunks' pending)
@@ -110,13 +125,25 @@ __global__ void __launch_bounds__(2 * K) chunk_start_states_kernel(chunk_args<Ru
     load(c + P - 1);
     const tiles& buf = smem.buffer[c % P];
 
-    // the chunk's start state, for the output pass (4-byte stores of column pairs)
+    // the chunk's start state, for the output pass: the warp's [16, BV] through shared memory
+    // into 16-byte stores of whole row pieces (4-byte stores of column pairs, as the fragments
+    // hold them, made the L2 cache this loop's bound)
+    {
+      T* out = smem.outgoing[warp][0];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int half = 0; half < 2; ++half)
-        store_pair(&args.states(s.first_chunk + c, key(2 * half), hv, v0 + col(nt, 0)), 0, hs[nt][2 * half],
-                   hs[nt][2 * half + 1]);
+        for (int half = 0; half < 2; ++half)
+          store_pair(out + (g + 8 * half) * S::lds, col(nt, 0), hs[nt][2 * half], hs[nt][2 * half + 1]);
+      __syncwarp();
+      constexpr int pieces = BV * int(sizeof(T)) / 16, per_piece = 16 / int(sizeof(T));  // per row
+#pragma unroll
+      for (int e = lane; e < 16 * pieces; e += 32) {
+        const int r = e / pieces, p = e % pieces;
+        *reinterpret_cast<uint4*>(&args.states(s.first_chunk + c, k_first + k0 + r, hv, v0 + per_piece * p)) =
+            *reinterpret_cast<const uint4*>(out + r * S::lds + per_piece * p);
+      }
+    }
 
     // H <- exp(b_C) H + (diag(exp(b_C - b)) K)^T V on this warp's key rows (K^T read transposed
     // from the token-major key tile; A's columns are tokens 2t, 2t + 1, 2t + 8, 2t + 9)
