@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// A warp's 16 rows of mma.sync accumulators written to a `[B, T, heads, D]` view in 16-byte
-/// pieces, staged through shared-memory rows that the warp alone uses.
+/// A warp's 16 rows of mma.sync accumulators written in 16-byte pieces, staged through
+/// shared-memory rows that the warp alone uses: as rows to a `[B, T, heads, D]` view
+/// (store_warp_rows), or transposed to a row-major 16-bit matrix (store_warp_columns).
 #pragma once
 
 #include "../../core/tensor_view.hpp"
@@ -33,6 +34,40 @@ __device__ inline void store_warp_rows(const float (&o)[NT][4], T* stage, int ld
     load8(stage + r * ld + j, y);
     store8(out, b, t0 + r, h, v0 + j, y);
   }
+}
+
+/// The warp's accumulators x [16, 8 NT] (as in store_warp_rows), rounded to T (16-bit), go
+/// transposed to `to` [8 NT, ld_to] row-major: to[i * ld_to + j] = x(j, i), 16 columns at a
+/// time. From sm_90 each 16 x 16 piece goes through `stage` ([16][24] of T, the warp's own) by
+/// one stmatrix.trans, then every lane stores one 16-byte piece (8 columns of one row of
+/// `to`), so each store instruction writes whole 32-byte sectors of 16 rows: written element
+/// by element from the fragments, the stores touched half sectors of 4 rows each, and such
+/// partial writes load the L2 cache (bench/cuda/NOTES.md, session 49). Below sm_90 (no
+/// stmatrix) the elements are stored one by one. `to` and ld_to must keep 16-byte rows.
+template <class T, int NT>
+__device__ inline void store_warp_columns(const float (&x)[NT][4], T* to, index_t ld_to, T* stage, int lane) {
+  static_assert(sizeof(T) == 2 && NT % 2 == 0, "16-bit elements, whole 16-column pieces");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int ld = 24;  // 48-byte stage rows: stmatrix's rows and the 16-byte reads without bank conflicts
+  const int m = lane / 8, c = lane % 8;
+  const unsigned row = static_cast<unsigned>(__cvta_generic_to_shared(stage + (c + 8 * (m / 2)) * ld + 8 * (m % 2)));
+  const int r = lane % 16, j = 8 * (lane / 16);  // the lane's piece: row r of the 16, columns j .. j + 7
+#pragma unroll
+  for (int p = 0; p < NT / 2; ++p) {
+    // matrices: x's rows 0-7 and 8-15 of n-tile 2p, then of 2p + 1; transposed, rows 0-7 and
+    // 8-15 of the piece, columns 0-7 and 8-15
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row),
+                 "r"(pack2<T>(x[2 * p][0], x[2 * p][1])), "r"(pack2<T>(x[2 * p][2], x[2 * p][3])),
+                 "r"(pack2<T>(x[2 * p + 1][0], x[2 * p + 1][1])), "r"(pack2<T>(x[2 * p + 1][2], x[2 * p + 1][3]))
+                 : "memory");
+    __syncwarp();
+    *reinterpret_cast<uint4*>(to + index_t(16 * p + r) * ld_to + j) = *reinterpret_cast<const uint4*>(stage + r * ld + j);
+    __syncwarp();
+  }
+#else
+  (void)stage;
+  for_tile_elements<8 * NT>(lane, [&](int nt, int e, int i, int j) { to[index_t(i) * ld_to + j] = from_float<T>(x[nt][e]); });
+#endif
 }
 
 }  // namespace linattn::cuda::detail

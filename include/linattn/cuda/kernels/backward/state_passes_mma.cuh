@@ -45,6 +45,7 @@
 #include "../../tile/async_copy.cuh"
 #include "../../tile/load_store.cuh"
 #include "../../tile/mma_sync.cuh"
+#include "../../tile/warp_rows_store.cuh"
 #include "chunk_factors.cuh"
 
 namespace linattn::cuda::detail {
@@ -100,7 +101,19 @@ struct state_passes_mma_storage {
     reverse_rows reverse[2];  // pass 3
   };
   float4 partials[partial_warps > 0 ? partial_warps : 1][backward_chunk / 8][32];  // [warps][C/8 n-tiles][lanes]
+  alignas(16) T outgoing[PerKey ? 1 : warps][16][24];  // each warp's 16 keys of a state on their way out (bf16 states)
 };
+
+/// The warp's Ht [16, KP] (Ht(j, i) = H(k0 + i, vw + j)) into `state` (rows k0.., columns vw..
+/// of the workspace's [K, V]): bf16 states through the warp's slice of shared memory in
+/// 16-byte row pieces (store_warp_columns), fp32 ones (per-key decays) element by element.
+template <int KP, class S, class E>
+__device__ inline void store_state_rows(E* state, index_t V, const float (&ht)[KP / 8][4], S& storage, int warp, int lane) {
+  if constexpr (std::is_same_v<E, __nv_bfloat16>)
+    store_warp_columns<E, KP / 8>(ht, state, V, storage.outgoing[warp][0], lane);
+  else
+    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = from_float<E>(ht[nt][e]); });
+}
 
 /// Where a warp of the block works: sequence n_seq (its batch row b and tokens), value head
 /// hv (q/k head h), the block's first value column v0; the warp's lane, its group's first
@@ -266,7 +279,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     if (c + 1 < chunks) gate_next = issue(storage.forward[(c + 1) % 2], c + 1);
     const R& buf = storage.forward[c % 2];
     state_type* state = args.state_at(args.states, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { state[i * V + j] = from_float<state_type>(ht[nt][e]); });
+    store_state_rows<KP>(state, V, ht, storage, warp, lane);
     float last = 0.0f, to_end = 1.0f;  // e of the lane's token (scalar gates)
     if constexpr (!per_key) {
       const float run = gate_cumsum(gate, lane, last);
@@ -356,7 +369,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     if (c > 0) gate_next = issue(storage.reverse[(step + 1) % 2], c - 1);
     const R& buf = storage.reverse[step % 2];
     state_type* grad = args.state_at(args.state_grads, seq.first_chunk + c, hv, K, V) + index_t(k0) * V + vw;  // [K, V]
-    for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) { grad[i * V + j] = from_float<state_type>(dh[nt][e]); });
+    store_state_rows<KP>(grad, V, dh, storage, warp, lane);
     float last = 0.0f, gam = 1.0f;  // Gam of the lane's token (scalar gates)
     if constexpr (!per_key) gam = expf(gate_cumsum(gate, lane, last));
 
