@@ -123,7 +123,6 @@ constexpr index_t state_columns(state_pass s, index_t V) {
   }
 }
 
-
 /// What runs before the state pass of a chunkwise call: the chunk-local pass (W, U, the scores,
 /// b), or where the scores are formed later (the fused state pass, kernels/chunk_state_mma.cuh;
 /// the two-pass forward's output pass, kernels/chunk_output_mma.cuh) only the gate cumsums b
