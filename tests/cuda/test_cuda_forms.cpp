@@ -49,7 +49,7 @@ std::vector<shape_case> shape_cases() {
       // The 16-bit state pass picks its kernel and block shape from units = sequences x value
       // heads x V/16 against the SM count (132 on H100/H200). Units: the cases above <= 132
       // (warp-specialised state pass, 16 columns per block; Hebbian and ScalarDecay at
-      // K = V = 64: the two-pass forward); 144 (the same with 32 columns);
+      // K = V = 64 and 128: the two-pass forward); 144 (the same with 32 columns);
       // 320 (output in the state warps, four 2-warp groups; fp32: 32-column blocks); 640 (one
       // warp per 16 columns, V = 128 and V = 64).
       {"B3 T100 H4 HV12 K128 V64, 32-column state blocks", {3, 100, 4, 12, 128, 64}, {}, {}},
