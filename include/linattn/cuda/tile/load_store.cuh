@@ -106,21 +106,6 @@ __device__ inline void store8_aligned(T* dst, const float (&v)[8]) {
   }
 }
 
-/// dst = src rounded to T, a [R, D] tile in shared memory (src: fp32 rows of lds floats, dst:
-/// rows of ldd elements, both 16-byte aligned), by all Threads threads of the block, 8 elements
-/// a step.
-template <int R, int D, int Threads, class T>
-__device__ void round_tile(T* dst, int ldd, const float* src, int lds) {
-  static_assert(D % 8 == 0, "whole 8-element pieces per row");
-  constexpr int per_row = D / 8;
-  for (int e = int(threadIdx.x); e < R * per_row; e += Threads) {
-    const int r = e / per_row, c = 8 * (e % per_row);
-    float v[8];
-    load8(src + r * lds + c, v);
-    store8_aligned(dst + r * ldd + c, v);
-  }
-}
-
 /// v = x(b, t, h, c .. c+7) as floats: 16-byte loads (fp32: two) when the row is contiguous
 /// and aligned there, else eight independent element loads.
 template <class T>

@@ -43,9 +43,12 @@ __device__ inline void store_warp_rows(const float (&o)[NT][4], T* stage, int ld
 /// `to`), so each store instruction writes whole 32-byte sectors of 16 rows: written element
 /// by element from the fragments, the stores touched half sectors of 4 rows each, and such
 /// partial writes load the L2 cache (bench/cuda/NOTES.md, session 49). Below sm_90 (no
-/// stmatrix) the elements are stored one by one. `to` and ld_to must keep 16-byte rows.
+/// stmatrix) the elements are stored one by one. `to` and ld_to must keep 16-byte rows. Only
+/// rows i < `rows` of `to` are written, and only the 16-row pieces p with p % step == first
+/// (warps that hold the same bits share the stores that way).
 template <class T, int NT>
-__device__ inline void store_warp_columns(const float (&x)[NT][4], T* to, index_t ld_to, T* stage, int lane) {
+__device__ inline void store_warp_columns(const float (&x)[NT][4], T* to, index_t ld_to, T* stage, int lane,
+                                          int rows = 8 * NT, int first = 0, int step = 1) {
   static_assert(sizeof(T) == 2 && NT % 2 == 0, "16-bit elements, whole 16-column pieces");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int ld = 24;  // 48-byte stage rows: stmatrix's rows and the 16-byte reads without bank conflicts
@@ -54,6 +57,7 @@ __device__ inline void store_warp_columns(const float (&x)[NT][4], T* to, index_
   const int r = lane % 16, j = 8 * (lane / 16);  // the lane's piece: row r of the 16, columns j .. j + 7
 #pragma unroll
   for (int p = 0; p < NT / 2; ++p) {
+    if (p % step != first) continue;
     // matrices: x's rows 0-7 and 8-15 of n-tile 2p, then of 2p + 1; transposed, rows 0-7 and
     // 8-15 of the piece, columns 0-7 and 8-15
     asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row),
@@ -61,12 +65,15 @@ __device__ inline void store_warp_columns(const float (&x)[NT][4], T* to, index_
                  "r"(pack2<T>(x[2 * p + 1][0], x[2 * p + 1][1])), "r"(pack2<T>(x[2 * p + 1][2], x[2 * p + 1][3]))
                  : "memory");
     __syncwarp();
-    *reinterpret_cast<uint4*>(to + index_t(16 * p + r) * ld_to + j) = *reinterpret_cast<const uint4*>(stage + r * ld + j);
+    if (16 * p + r < rows)
+      *reinterpret_cast<uint4*>(to + index_t(16 * p + r) * ld_to + j) = *reinterpret_cast<const uint4*>(stage + r * ld + j);
     __syncwarp();
   }
 #else
   (void)stage;
-  for_tile_elements<8 * NT>(lane, [&](int nt, int e, int i, int j) { to[index_t(i) * ld_to + j] = from_float<T>(x[nt][e]); });
+  for_tile_elements<8 * NT>(lane, [&](int nt, int e, int i, int j) {
+    if (i < rows && (i / 16) % step == first) to[index_t(i) * ld_to + j] = from_float<T>(x[nt][e]);
+  });
 #endif
 }
 

@@ -301,13 +301,14 @@ __device__ float lane_beta(const backward_args<Rule, T>& args, index_t b, index_
 }
 
 /// Issues the copies of a chunk's corrected values U and value gradients dY (delta family;
-/// fp32 [n, V] as passes 2 and 3 wrote them) into the tiles u and dy [C, ld], committed as one
-/// group: pass 4's hand-over, read after wait_copies.
-template <int C, int V, int Threads, class Rule, class T>
-__device__ void issue_hand_over(float* u, float* dy, int ld, const backward_args<Rule, T>& args, index_t b, index_t t0,
-                                int n, index_t hv) {
-  load_rows<C, V, Threads>(u, ld, tensor_view<const float, 4>(args.u_fwd), b, t0, n, hv);
-  load_rows<C, V, Threads>(dy, ld, tensor_view<const float, 4>(args.dx_loc), b, t0, n, hv);
+/// [n, V] as passes 2 and 3 wrote them, in workspace_hand_over_t) into the tiles u and dy [C,
+/// ld] of that type, committed as one group: pass 4's hand-over, read after wait_copies.
+template <int C, int V, int Threads, class E, class Rule, class T>
+__device__ void issue_hand_over(E* u, E* dy, int ld, const backward_args<Rule, T>& args, index_t b, index_t t0, int n,
+                                index_t hv) {
+  static_assert(std::is_same_v<E, typename backward_args<Rule, T>::hand_over_type>, "tiles of the hand-over's type");
+  load_rows<C, V, Threads>(u, ld, tensor_view<const E, 4>(args.u_out), b, t0, n, hv);
+  load_rows<C, V, Threads>(dy, ld, tensor_view<const E, 4>(args.dy_out), b, t0, n, hv);
   commit_copies();
 }
 

@@ -24,10 +24,11 @@
 /// for fp32 three), except those with H0 or dH, which state_products.cuh takes in three
 /// phases (bf16 inputs: mma.sync from the state staged in shared memory as bf16; H0 stays there
 /// for its second phase, and <dH, H0> is summed as dH is staged). For bf16 inputs q, k and dO
-/// are kept as loaded in bf16 only (loaded_rows): exact, so the products read them by ldmatrix
-/// with no lo terms (one product per step fewer; none for K K^T), and the [C, K], [C, V] fp32
-/// tiles take rows of K + 8 floats (row_pad), which the products' 8-byte fragment loads read
-/// without bank conflicts.
+/// are kept as loaded in bf16 only (loaded_rows), and so are the delta family's U and dY as the
+/// state passes wrote them (hand_over_tiles): exact, so the products read them by ldmatrix
+/// with no lo terms (one product per step fewer; none for K K^T and dY U^T), and the [C, K],
+/// [C, V] fp32 tiles take rows of K + 8 floats (row_pad), which the products' 8-byte fragment
+/// loads read without bank conflicts.
 #pragma once
 
 #include <tuple>
@@ -77,12 +78,20 @@ struct tile_ref {
   }
 };
 
-/// U and dY of the delta family rounded to bf16 once (bf16 inputs), as the A operands of the
-/// products with a state, U dH^T and dY H0^T, read by ldmatrix: rounded as each warp read its
-/// fragments, every element was converted by 8 warps per half of the state. They take dU's
-/// place while it is free: U before dX is formed, dY after dV is stored.
-template <int C, int V>
-struct rounded_hand_over {
+/// U and dY of the delta family as the state passes hand them over (workspace_hand_over_t):
+/// for bf16 inputs bf16 rows, which every product reads exactly by ldmatrix (no lo terms, no
+/// rounding here); else fp32 tiles (rows of ldv floats).
+template <class T, int C, int V, int ldv>
+struct hand_over_tiles {
+  using element = float;
+  static constexpr int ld = ldv;
+  float u[C][ld];   // [C, V]  U
+  float dy[C][ld];  // [C, V]  dY
+};
+
+template <int C, int V, int ldv_>  // the fp32 tiles' stride, unused: bf16 rows take their own
+struct hand_over_tiles<__nv_bfloat16, C, V, ldv_> {
+  using element = __nv_bfloat16;
   static constexpr int ld = V + 8;  // 16-byte aligned rows, conflict-free ldmatrix
   __nv_bfloat16 u[C][ld];           // [C, V]  U
   __nv_bfloat16 dy[C][ld];          // [C, V]  dY
@@ -91,17 +100,13 @@ struct rounded_hand_over {
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
-  // 16 warps: one block (218 KiB; bf16 214 KiB) per multiprocessor
+  // 16 warps: one block (218 KiB; bf16 197 KiB) per multiprocessor
   static constexpr int warps = 16, threads = 32 * warps;
   static constexpr int C = backward_chunk, pad = row_pad<gradient_products<T>>, ldk = K + pad, ldv = V + pad;
   static constexpr int ldc = chunk_corrections::ld;
   float x[C][ldv];     // [C, V]  V
-  float u[C][ldv];     // [C, V]  U (delta family, from pass 2)
-  union {
-    float du[C][ldv];                  // [C, V]  dU (additive), dX (delta family): dV
-    rounded_hand_over<C, V> rounded;   // bf16 delta family, while du is free
-  };
-  float dy[C][ldv];    // [C, V]  dY (delta family, from pass 3)
+  float du[C][ldv];    // [C, V]  dU (additive), dX (delta family): dV
+  hand_over_tiles<T, C, V, ldv> hand;  // U and dY (delta family, from passes 2 and 3)
   float dq[C][ldk];    // [C, K]  dQ summed over the value heads
   float dk[C][ldk];    // [C, K]  dK summed over the value heads
   state_phase_storage<staging, K, V> st;  // what the products with H0 and dH need (bf16: H0 resident)
@@ -160,11 +165,12 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   using P = gradient_products<T>;
   static_assert(std::is_same_v<typename backward_args<Rule, T>::state_type, staged_state_t<S::staging>>,
                 "pass 4 stages the states in the type passes 2 and 3 write");
+  using H = typename decltype(S::hand)::element;
+  static_assert(!corrects<Rule> || std::is_same_v<typename backward_args<Rule, T>::hand_over_type, H>,
+                "pass 4 reads U and dY in the type passes 2 and 3 write");
   constexpr int C = S::C, ldk = S::ldk, ldv = S::ldv, ldc = S::ldc;
   constexpr bool gated = Rule::decay == decay_kind::scalar, delta = corrects<Rule>;
   constexpr bool resident_h0 = S::staging == state_staging::bf16_halves;  // H0 stays in shared memory
-  constexpr bool rounds_hand_over = delta && std::is_same_v<T, __nv_bfloat16>;  // rounded_hand_over
-  constexpr int ldr = rounded_hand_over<C, V>::ld;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   S& s = *reinterpret_cast<S*>(dynamic_smem);
   const int ci = int(blockIdx.x), tid = int(threadIdx.x), lane = tid % 32, warp = tid / 32;
@@ -185,6 +191,12 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
   }();
   const auto &queries = std::get<0>(operands), &keys = std::get<1>(operands), &douts = std::get<2>(operands);
   const float qscale = exact_rows ? args.scale : 1.0f;
+  // U (the additive family: V) and dY as product operands
+  const tile_ref<H> hand_u{s.hand.u[0], s.hand.ld}, hand_dy{s.hand.dy[0], s.hand.ld};
+  const auto values = [&] {
+    if constexpr (delta) return hand_u;
+    else return tile_ref<float>{s.x[0], ldv};
+  }();
 
   // the value head's log gates (warp 0, one token per lane), betas (every warp) and rows, issued ahead
   using gate_type = decltype(lane_gate_ahead(args, b, t0, n, h * args.group));
@@ -205,7 +217,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     const auto* dH = args.state_at(args.state_grads, ci, hv, K, V);
     state_pieces<S::staging, K, V, S::threads> pieces;  // the states' halves on their way to shared memory
     pieces.issue(H0, 0);  // in flight over the scores
-    if constexpr (delta) issue_hand_over<C, V, S::threads>(s.u[0], s.dy[0], ldv, args, b, t0, n, hv);  // U, dY
+    if constexpr (delta) issue_hand_over<C, V, S::threads>(s.hand.u[0], s.hand.dy[0], s.hand.ld, args, b, t0, n, hv);
     chunk_decays(gate.value(), s.cf);
     vr.store(s.x[0], ldv);
     if constexpr (exact_rows) dr.store_as_loaded(s.in.dout[0], s.in.ldv);
@@ -224,14 +236,9 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         {douts.fp32_rows(), ldv, s.dq[0], queries.fp32_rows(), ldk, cf.gam, 1.0f, s.dgv, false, douts.bf16_rows(),
          douts.ld, queries.bf16_rows(), queries.ld, qscale},
         stage);
-    const float* u = delta ? s.u[0] : s.x[0];
     if constexpr (delta) {  // U and dY (read from here on), in flight over the scores and the phase with H0
       wait_copies<0>();
       __syncthreads();
-      if constexpr (rounds_hand_over) {  // U as bf16 for the phase with dH
-        round_tile<C, V, S::threads>(s.rounded.u[0], ldr, s.u[0], ldv);
-        __syncthreads();
-      }
     }
     // with dH: dU = diag(e) K dH (additive; then + P^T dO); dK = diag(e) U dH^T (the state
     // write) and its dg term; with the bf16 staging, each warp's part of <dH, H0> (gated rules)
@@ -240,8 +247,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       const state_rows_job du{keys.fp32_rows(), keys.ld, s.du[0], ldv, cf.e, 1.0f, true, keys.bf16_rows(), keys.ld};
       state_phase<S::staging, P, K, V, S::threads>(
           s.st, pieces, state_slot::streamed, dH, nullptr, delta ? nullptr : &du,
-          {u, ldv, s.dk[0], keys.fp32_rows(), ldk, cf.e, 1.0f, s.w, false, rounds_hand_over ? s.rounded.u[0] : nullptr,
-           ldr, keys.bf16_rows(), keys.ld},
+          {values.fp32_rows(), values.ld, s.dk[0], keys.fp32_rows(), ldk, cf.e, 1.0f, s.w, false, values.bf16_rows(),
+           values.ld, keys.bf16_rows(), keys.ld},
           stage, gated && resident_h0 ? s.red : nullptr);
     }
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal (additive: and
@@ -261,10 +268,11 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       // 16 units of 2 k-steps, about as much work)
       using E = typename P::type;
       constexpr int half = S::warps / 2;
-      warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv,
-                                                                                          dp_epilogue, 0, half);
+      warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, values.p,
+                                                                                          values.ld, dp_epilogue, 0, half);
       if constexpr (delta)
-        warp_gemm<E, P::terms, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, da_epilogue, half, half);
+        warp_gemm<E, P::terms, row_major, col_major, C, C, V>(hand_dy.p, hand_dy.ld, hand_u.p, hand_u.ld, da_epilogue,
+                                                              half, half);
       else
         warp_gemm<E, P::terms, col_major, row_major, C, V, C, false, exact_operands::b>(
             s.p[0], ldc, douts.p, douts.ld, tile_epilogue<tile_update::add>(s.du), half, half);
@@ -273,11 +281,12 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       if constexpr (!delta)
         tile_product<P, col_major, row_major, C, V, C, false, exact_operands::b>(s.p[0], ldc, douts.p, douts.ld, stage,
             tile_epilogue<tile_update::add>(s.du));
-      tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(douts.p, douts.ld, u, ldv, stage,
-                                                                                  dp_epilogue);
+      tile_product_split_k<P, row_major, col_major, C, C, V, dout_u_exact<delta>>(douts.p, douts.ld, values.p,
+                                                                                  values.ld, stage, dp_epilogue);
       __syncthreads();
       if constexpr (delta) {
-        tile_product_split_k<P, row_major, col_major, C, C, V>(s.dy[0], ldv, s.u[0], ldv, stage, da_epilogue);
+        tile_product_split_k<P, row_major, col_major, C, C, V>(hand_dy.p, hand_dy.ld, hand_u.p, hand_u.ld, stage,
+                                                               da_epilogue);
         __syncthreads();
       }
     }
@@ -288,7 +297,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         const float br = cf.beta[r];
         float acc = 0.0f;
         for (int i = lane; i < V; i += 32) {
-          const float y = s.dy[r][i];
+          const float y = to_float(hand_dy.p[r * hand_dy.ld + i]);
           acc += y * s.x[r][i];
           s.du[r][i] = br * y;
         }
@@ -316,14 +325,10 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     if constexpr (delta) {
       // with H0 again (resident with the bf16 staging): W = dY H0^T, dK -= diag(beta Gam) W with
       // its dg term, K_r . W_r for dbeta; then (dG + dG^T) K and beta's dependence on ||k||^2
-      if constexpr (rounds_hand_over) {  // dY as bf16 (dV is stored: du is free again)
-        round_tile<C, V, S::threads>(s.rounded.dy[0], ldr, s.dy[0], ldv);
-        __syncthreads();
-      }
       state_phase<S::staging, P, K, V, S::threads>(
           s.st, pieces, state_slot::resident, H0, nullptr, nullptr,
-          {s.dy[0], ldv, s.dk[0], keys.fp32_rows(), ldk, s.beta_gam, -1.0f, s.dgv, true,
-           rounds_hand_over ? s.rounded.dy[0] : nullptr, ldr, keys.bf16_rows(), keys.ld, 1.0f, s.key_w},
+          {hand_dy.fp32_rows(), hand_dy.ld, s.dk[0], keys.fp32_rows(), ldk, s.beta_gam, -1.0f, s.dgv, true,
+           hand_dy.bf16_rows(), hand_dy.ld, keys.bf16_rows(), keys.ld, 1.0f, s.key_w},
           stage);
       tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, keys.p, keys.ld, stage,
           tile_epilogue<tile_update::add>(s.dk));

@@ -11,7 +11,8 @@
 /// Per-key decays: dH <- diag(Gam_{n-1}) dH + [Q ⊙ Gam; -K ⊙ Gam]^T [dO; dX], the rows and
 /// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. The delta rules hand dY to pass 4:
 /// pass 1's rows are Wb = M^T diag(e) K (per-key: M^T (K ⊙ E)) and
-/// dYl = M^T P^T dO, the product gives dY = Wb dH + dYl, written over dYl, and the update takes
+/// dYl = M^T P^T dO, the product gives dY = Wb dH + dYl, written to `dy_out` (over dYl: the
+/// fp32 hand-over), and the update takes
 /// dX = diag(beta) dY through its left rows, -diag(beta Gam) K (-diag(beta) (K ⊙ Gam)).
 #pragma once
 
@@ -104,7 +105,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
       __syncthreads();
       const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);  // over the rows of dYl (read above)
       for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
-        args.dx_loc(b, t0 + e / BV, hv, v0 + e % BV) = s.right[C + e / BV][e % BV];
+        args.dy_out(b, t0 + e / BV, hv, v0 + e % BV) = s.right[C + e / BV][e % BV];
     }
     block_gemm<P, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
         decayed_state_update<per_key>(s.dh, s.decay, s.cf));

@@ -6,6 +6,8 @@
 /// sequential over chunks: run side by side, the call waits for the longer one, not for both.
 #pragma once
 
+#include <type_traits>
+
 #include "chunk_state_grads.cuh"
 #include "chunk_states.cuh"
 
@@ -23,6 +25,8 @@ struct chunk_state_passes_storage {
 
 template <class Rule, class T, int K, int BV>
 __global__ void __launch_bounds__(256) chunk_state_passes_kernel(backward_args<Rule, T> args) {
+  static_assert(std::is_same_v<typename backward_args<Rule, T>::hand_over_type, float>,
+                "the fp32 state passes hand U~ and dY over in place, as fp32");
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
   const unsigned sequences = gridDim.z / 2;
   if (blockIdx.z < sequences) chunk_states_pass<Rule, T, K, BV>(args, blockIdx.z, dynamic_smem);

@@ -9,7 +9,7 @@
 ///   H <- Gam_{n-1} H + (diag(e) K)^T U~
 /// Per-key decays: H <- diag(Gam_{n-1}) H + (K ⊙ E)^T U~, the rows K ⊙ E and the vector
 /// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. The delta rules write U~ (the chunk's
-/// U = T X) over pass 1's T V, for pass 4.
+/// U = T X) for pass 4 to `u_out`, which is pass 1's T V in place (fp32 hand-over).
 #pragma once
 
 #include <array>
@@ -107,7 +107,7 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
       __syncthreads();
       const int n = min(C, end - t0);  // over the chunk's rows of T V (read above)
       for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
-        args.u_fwd(b, t0 + e / BV, hv, v0 + e % BV) = s.u[e / BV][e % BV];
+        args.u_out(b, t0 + e / BV, hv, v0 + e % BV) = s.u[e / BV][e % BV];
     }
     block_gemm<P, col_major, row_major, K, BV, C>(s.keys_e[0], S::ldk, s.u[0], S::ldb, stage,
         decayed_state_update<per_key>(s.h, s.decay, s.cf));

@@ -20,9 +20,11 @@
 ///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dYt diag(beta Gam) K
 ///
 /// The delta rules hand their corrected values and value gradients to pass 4: pass 2 writes U~
-/// over pass 1's T V, and pass 3, whose pass-1 rows are Wb = M^T diag(e) K (per-key decays:
-/// M^T (K ⊙ E)) and dYl = M^T P^T dO, writes dYt over dYl; its update takes dXt = dYt
-/// diag(beta) (beta from pass 1).
+/// and pass 3, whose pass-1 rows are Wb = M^T diag(e) K (per-key decays: M^T (K ⊙ E)) and dYl
+/// = M^T P^T dO, writes dYt (its update takes dXt = dYt diag(beta), beta from pass 1), to
+/// `u_out` and `dy_out`: with scalar or no gates as bf16 rows of their own, each warp's 16
+/// tokens of a tile through its slice of shared memory in 16-byte pieces (store_warp_columns);
+/// per-key decays as fp32 over T V and dYl.
 ///
 /// The diagonal factors scale the A operands (a lane's tokens), so every row tile is copied
 /// as it is: q, k, v, dO and pass 1's rows W, Wb as bf16 (ldmatrix or 4-byte fragment loads),
@@ -101,7 +103,8 @@ struct state_passes_mma_storage {
     reverse_rows reverse[2];  // pass 3
   };
   float4 partials[partial_warps > 0 ? partial_warps : 1][backward_chunk / 8][32];  // [warps][C/8 n-tiles][lanes]
-  alignas(16) T outgoing[PerKey ? 1 : warps][16][24];  // each warp's 16 keys of a state on their way out (bf16 states)
+  alignas(16) T outgoing[PerKey ? 1 : warps][16][24];  // each warp's 16 keys of a state, or 16 tokens of U~ or dY,
+                                                        // on their way out (bf16 states and hand-over)
 };
 
 /// The warp's Ht [16, KP] (Ht(j, i) = H(k0 + i, vw + j)) into `state` (rows k0.., columns vw..
@@ -186,6 +189,21 @@ __device__ inline void store_token_columns(const tensor_view<float, 4>& to, cons
       for (int e = 0; e < 4; ++e)
         if (first + 8 * Split * m + (e & 1) < n) lane_base[offset(m, e)] = value(m, e);
   }
+}
+
+/// The group's transposed tile xt [16, C] (as store_token_columns takes it) to rows t0 .. t0 +
+/// n - 1, columns vw .. vw + 15 of `to` ([B, T, HV, V], rows contiguous and 16-byte aligned,
+/// as the workspace keeps them): fp32 by store_token_columns; 16-bit through the warp's slice
+/// of shared memory as 16-byte row pieces, the 16-token pieces shared among the group's Split
+/// warps (part p stores the pieces p, p + Split, ...).
+template <int Split, class S, class E>
+__device__ inline void store_hand_over(const tensor_view<E, 4>& to, const float (&xt)[backward_chunk / 8][4], index_t b,
+                                       int t0, int n, index_t hv, index_t vw, S& storage, int warp, int lane, int part) {
+  if constexpr (std::is_same_v<E, float>)
+    store_token_columns<Split>(to, xt, b, t0, n, hv, vw, lane, part);
+  else
+    store_warp_columns<E, backward_chunk / 8>(xt, &to(b, t0, hv, vw), to.stride(1), storage.outgoing[warp][0], lane, n,
+                                              part, Split);
 }
 
 /// x[r] for the lane's tokens 16 q + 2t, +1, +8, +9 (x[r] held by lane r): the factors of an
@@ -296,10 +314,6 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         x[nt][e] = to_float(buf.values[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]) - x[nt][e];
-    if constexpr (delta) {  // U~ over the chunk's rows of T V (in shared memory already)
-      const int t0 = seq.start + c * C;
-      store_token_columns<Split>(args.u_fwd, x, b, t0, min(C, end - t0), hv, vw, lane, warp % Split);
-    }
     decay_state<per_key, KP>(ht, buf.decay + k0, last, lane);
 #pragma unroll
     for (int q = 0; q < CT / 2; ++q) {
@@ -308,6 +322,10 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
       std::uint32_t a[4];
       pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
       add_times_rows<T, KP>(ht, a, buf.keys[0] + k0, R::ldk, q, kl);
+    }
+    if constexpr (delta) {  // U~ for pass 4, after the update's products (off the chain of states)
+      const int t0 = seq.start + c * C;
+      store_hand_over<Split>(args.u_out, x, b, t0, min(C, end - t0), hv, vw, storage, warp, lane, warp % Split);
     }
   }
 }
@@ -381,11 +399,6 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
       for (int nt = 0; nt < CT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
-      {  // dY over the chunk's rows of dYl (in shared memory already)
-        const int t0 = seq.start + c * C;
-        const int n = min(C, seq.start + seq.length - t0);
-        store_token_columns<Split>(args.dx_loc, x, b, t0, n, hv, vw, lane, warp % Split);
-      }
     }
     decay_state<per_key, KP>(dh, buf.decay + k0, last, lane);
 #pragma unroll
@@ -405,6 +418,11 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
         pack_a<T>(a, x[2 * q], x[2 * q + 1], f);
         add_times_rows<T, KP>(dh, a, buf.keys[0] + k0, R::ldk, q, kl);
       }
+    }
+    if constexpr (delta) {  // dY for pass 4, after the update's products (off the chain of state gradients)
+      const int t0 = seq.start + c * C;
+      store_hand_over<Split>(args.dy_out, x, b, t0, min(C, seq.start + seq.length - t0), hv, vw, storage, warp, lane,
+                             warp % Split);
     }
   }
   if (args.ds0.data())
