@@ -15,9 +15,10 @@
 /// Each token's decay factor scales the key fragment in registers (the lane's tokens), so the
 /// recurrence carries one product and no round trip through shared memory: per chunk, a wait
 /// for the copies queued `Stages - 1` chunks earlier, one barrier, the product and the states'
-/// stores (through the warp's slice of shared memory as whole 16-byte row pieces), which nothing
-/// in the loop waits for. The output pass, not this loop, pays for the queries and the scores;
-/// with few sequences x heads this chain is what the call's time is made of.
+/// stores (through the warp's slice of shared memory as whole 16-byte row pieces:
+/// store_warp_rows), which nothing in the loop waits for. The output pass, not this loop, pays
+/// for the queries and the scores; with few sequences x heads this chain is what the call's
+/// time is made of.
 #pragma once
 
 #include <type_traits>
@@ -25,6 +26,7 @@
 #include "../tile/async_copy.cuh"
 #include "../tile/load_store.cuh"
 #include "../tile/mma_sync.cuh"
+#include "../tile/warp_rows_store.cuh"
 #include "chunk_args.cuh"
 #include "rule_coefficients.cuh"
 #include "state_pass_decays.cuh"
@@ -128,22 +130,8 @@ __global__ void __launch_bounds__(2 * int(start_state_rows(K))) chunk_start_stat
     // the chunk's start state, for the output pass: the warp's [16, BV] through shared memory
     // into 16-byte stores of whole row pieces (4-byte stores of column pairs, as the fragments
     // hold them, made the L2 cache this loop's bound)
-    {
-      T* out = smem.outgoing[warp][0];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          store_pair(out + (g + 8 * half) * S::lds, col(nt, 0), hs[nt][2 * half], hs[nt][2 * half + 1]);
-      __syncwarp();
-      constexpr int pieces = BV * int(sizeof(T)) / 16, per_piece = 16 / int(sizeof(T));  // per row
-#pragma unroll
-      for (int e = lane; e < 16 * pieces; e += 32) {
-        const int r = e / pieces, p = e % pieces;
-        *reinterpret_cast<uint4*>(&args.states(s.first_chunk + c, k_first + k0 + r, hv, v0 + per_piece * p)) =
-            *reinterpret_cast<const uint4*>(out + r * S::lds + per_piece * p);
-      }
-    }
+    store_warp_rows<T, NT, true>(hs, smem.outgoing[warp][0], S::lds, lane, 16, args.states, s.first_chunk + c,
+                                 k_first + k0, hv, v0);  // the workspace's rows: contiguous, 16-byte aligned
 
     // H <- exp(b_C) H + (diag(exp(b_C - b)) K)^T V on this warp's key rows (K^T read transposed
     // from the token-major key tile; A's columns are tokens 2t, 2t + 1, 2t + 8, 2t + 9)
