@@ -76,7 +76,8 @@ __device__ inline void store_warp_columns(const float (&x)[NT][4], T* to, index_
                  : "memory");
     __syncwarp();
     if (16 * p + r < rows)
-      *reinterpret_cast<uint4*>(to + index_t(16 * p + r) * ld_to + j) = *reinterpret_cast<const uint4*>(stage + r * ld + j);
+      *reinterpret_cast<uint4*>(to + index_t(16 * p + r) * ld_to + j) =
+          *reinterpret_cast<const uint4*>(stage + r * ld + j);
     __syncwarp();
   }
 #else

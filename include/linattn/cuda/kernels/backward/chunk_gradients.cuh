@@ -268,8 +268,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
       // 16 units of 2 k-steps, about as much work)
       using E = typename P::type;
       constexpr int half = S::warps / 2;
-      warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(douts.p, douts.ld, values.p,
-                                                                                          values.ld, dp_epilogue, 0, half);
+      warp_gemm<E, P::terms, row_major, col_major, C, C, V, false, dout_u_exact<delta>>(
+          douts.p, douts.ld, values.p, values.ld, dp_epilogue, 0, half);
       if constexpr (delta)
         warp_gemm<E, P::terms, row_major, col_major, C, C, V>(hand_dy.p, hand_dy.ld, hand_u.p, hand_u.ld, da_epilogue,
                                                               half, half);

@@ -198,7 +198,8 @@ __device__ inline void store_token_columns(const tensor_view<float, 4>& to, cons
 /// warps (part p stores the pieces p, p + Split, ...).
 template <int Split, class S, class E>
 __device__ inline void store_hand_over(const tensor_view<E, 4>& to, const float (&xt)[backward_chunk / 8][4], index_t b,
-                                       int t0, int n, index_t hv, index_t vw, S& storage, int warp, int lane, int part) {
+                                       int t0, int n, index_t hv, index_t vw, S& storage, int warp, int lane,
+                                       int part) {
   if constexpr (std::is_same_v<E, float>)
     store_token_columns<Split>(to, xt, b, t0, n, hv, vw, lane, part);
   else
