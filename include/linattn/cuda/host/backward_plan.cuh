@@ -8,13 +8,11 @@
 /// the chunk-end state, 2 K V elements of `State` per backward_chunk tokens and value head:
 /// workspace_state_t, bf16 for bf16 inputs with scalar or no gates, else fp32), and for the
 /// delta family four rows per token and value head (W, Wb: 2 K of `Row`, workspace_row_t,
-/// bf16 for bf16 inputs, else fp32; U, dYl: 2 V floats; beta: one float; where `State` is
-/// bf16, the hand-over U~ and dY to pass 4 in buffers of their own, 2 V bf16, else written over
-/// U and dYl: workspace_hand_over_t); per-key decays add
-/// two more (the dq
-/// and dk of each value head, 2 K floats, which first hold the state passes' decayed key and
-/// query rows as `Row`), a third for the delta family (-K ⊙ Gam, K of `Row`), and K floats
-/// per chunk and value head (the chunk's end decay).
+/// bf16 for bf16 inputs, else fp32; U and dYl, over which the state passes write the hand-over
+/// U~ and dY to pass 4: 2 V of `State`, workspace_hand_over_t; beta: one float); per-key
+/// decays add two more (the dq and dk of each value head, 2 K floats, which first hold the
+/// state passes' decayed key and query rows as `Row`), a third for the delta family (-K ⊙ Gam,
+/// K of `Row`), and K floats per chunk and value head (the chunk's end decay).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,8 +47,7 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     workspace_span<span> chunks;                 // [chunks]
     workspace_span<State> states, state_grads;   // [chunks, HV, K, V] each
     workspace_span<Row> w_fwd, w_bwd;            // [B, T, HV, K]  (delta family)
-    workspace_span<float> u_fwd, dx_loc;         // [B, T, HV, V]  (delta family)
-    workspace_span<State> u_out, dy_out;         // [B, T, HV, V]  (delta family with 16-bit states; else none)
+    workspace_span<State> u_rows, dy_rows;       // [B, T, HV, V]  (delta family)
     workspace_span<float> betas;                 // [B, T, HV]     (delta family)
     workspace_span<float> dq_parts, dk_parts;    // [B, T, HV, K]  (per-key decays; first keys_end, queries_start)
     workspace_span<Row> keys_start;              // [B, T, HV, K]  (per-key delta family)
@@ -84,11 +81,8 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     workspace.state_grads = ws.take<State>(state);
     workspace.w_fwd = ws.take<Row>(tokens * std::size_t(p.K));
     workspace.w_bwd = ws.take<Row>(tokens * std::size_t(p.K));
-    workspace.u_fwd = ws.take<float>(tokens * std::size_t(p.V));
-    workspace.dx_loc = ws.take<float>(tokens * std::size_t(p.V));
-    const std::size_t hand_over = sizeof(State) < sizeof(float) ? tokens * std::size_t(p.V) : 0;
-    workspace.u_out = ws.take<State>(hand_over);
-    workspace.dy_out = ws.take<State>(hand_over);
+    workspace.u_rows = ws.take<State>(tokens * std::size_t(p.V));
+    workspace.dy_rows = ws.take<State>(tokens * std::size_t(p.V));
     workspace.betas = ws.take<float>(tokens);
     const std::size_t parts = per_key ? std::size_t(p.B * p.T * p.HV * p.K) : 0;
     workspace.dq_parts = ws.take<float>(parts);
@@ -113,14 +107,8 @@ struct backward_plan : chunk_tables {  // chunks of backward_chunk tokens
     if (workspace.w_fwd.count) {
       args.w_fwd = view(ws.at(workspace.w_fwd), p.B, p.T, p.HV, p.K);
       args.w_bwd = view(ws.at(workspace.w_bwd), p.B, p.T, p.HV, p.K);
-      args.u_fwd = view(ws.at(workspace.u_fwd), p.B, p.T, p.HV, p.V);
-      args.dx_loc = view(ws.at(workspace.dx_loc), p.B, p.T, p.HV, p.V);
-      if constexpr (std::is_same_v<State, float>) {  // in place
-        args.u_out = args.u_fwd, args.dy_out = args.dx_loc;
-      } else {
-        args.u_out = view(ws.at(workspace.u_out), p.B, p.T, p.HV, p.V);
-        args.dy_out = view(ws.at(workspace.dy_out), p.B, p.T, p.HV, p.V);
-      }
+      args.u_rows = view(ws.at(workspace.u_rows), p.B, p.T, p.HV, p.V);
+      args.dy_rows = view(ws.at(workspace.dy_rows), p.B, p.T, p.HV, p.V);
     }
     if (workspace.betas.count) args.betas = view(ws.at(workspace.betas), p.B, p.T, p.HV);
     if (workspace.dq_parts.count) {

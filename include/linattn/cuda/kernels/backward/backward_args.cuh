@@ -41,12 +41,13 @@ template <class Rule, class T>
 using workspace_state_t =
     std::conditional_t<register_state_passes<Rule, T> && Rule::decay != decay_kind::vector, __nv_bfloat16, float>;
 
-/// The element type of the delta family's hand-over to pass 4, the corrected values U~ and
-/// the value gradients dY: bf16 where the states are bf16 (register-resident state passes,
-/// scalar or no gates), because pass 4 rounds both to bf16 for its products with a state
-/// anyway; its other products then read them exactly (no lo terms) and nothing rounds them
-/// again. They go to buffers of their own there, since pass 1's U and dYl, which the state
-/// passes add in fp32, stay fp32. Else fp32, written over U and dYl in place.
+/// The element type of the delta family's value rows in the workspace: pass 1's U = T V and
+/// dYl = M^T P^T dO, over which the state passes write their hand-over to pass 4 in place, the
+/// corrected values U~ = U - W H and the value gradients dY = Wb dH + dYl. bf16 where the states
+/// are bf16 (register-resident state passes, scalar or no gates): those passes round U~ and dY
+/// to bf16 for their own products and pass 4 for its products with a state, so the rows carry
+/// bf16 both ways (half the bytes of the passes that are bound by memory) and pass 4's other
+/// products read them exactly (no lo terms). Else fp32.
 template <class Rule, class T>
 using workspace_hand_over_t = workspace_state_t<Rule, T>;
 
@@ -69,11 +70,9 @@ struct backward_args : call_args<Rule, T> {
   state_type* states = nullptr;          // [chunks, HV, K, V]  the state at the start of every chunk (H = S^T)
   state_type* state_grads = nullptr;     // [chunks, HV, K, V]  dL/d(the state at the end of every chunk)
   tensor_view<row_type, 4> w_fwd;        // [B, T, HV, K]  T diag(Gam) K     (delta family)
-  tensor_view<float, 4> u_fwd;           // [B, T, HV, V]  T V
+  tensor_view<hand_over_type, 4> u_rows;   // [B, T, HV, V]  T V, then pass 2's U~ = T V - W H (the chunks' U)
   tensor_view<row_type, 4> w_bwd;        // [B, T, HV, K]  M^T diag(e) K     (per-key decays: M^T (K ⊙ E))
-  tensor_view<float, 4> dx_loc;          // [B, T, HV, V]  dYl = M^T P^T dO
-  tensor_view<hand_over_type, 4> u_out;  // [B, T, HV, V]  pass 2's U~ = T V - W H (the chunks' U; fp32: over u_fwd)
-  tensor_view<hand_over_type, 4> dy_out;  // [B, T, HV, V]  pass 3's dY = Wb dH + dYl (fp32: over dx_loc)
+  tensor_view<hand_over_type, 4> dy_rows;  // [B, T, HV, V]  dYl = M^T P^T dO, then pass 3's dY = Wb dH + dYl
   tensor_view<float, 3> betas;           // [B, T, HV]     beta of every token (delta family: pass 1 for pass 3)
   tensor_view<float, 4> dq_parts, dk_parts;  // [B, T, HV, K]  dQ, dK of each value head (per-key decays)
   // per-key decays, from chunk_decayed_rows for the state passes (keys_end and queries_start

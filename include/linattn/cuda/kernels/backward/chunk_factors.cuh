@@ -307,8 +307,8 @@ template <int C, int V, int Threads, class E, class Rule, class T>
 __device__ void issue_hand_over(E* u, E* dy, int ld, const backward_args<Rule, T>& args, index_t b, index_t t0, int n,
                                 index_t hv) {
   static_assert(std::is_same_v<E, typename backward_args<Rule, T>::hand_over_type>, "tiles of the hand-over's type");
-  load_rows<C, V, Threads>(u, ld, tensor_view<const E, 4>(args.u_out), b, t0, n, hv);
-  load_rows<C, V, Threads>(dy, ld, tensor_view<const E, 4>(args.dy_out), b, t0, n, hv);
+  load_rows<C, V, Threads>(u, ld, tensor_view<const E, 4>(args.u_rows), b, t0, n, hv);
+  load_rows<C, V, Threads>(dy, ld, tensor_view<const E, 4>(args.dy_rows), b, t0, n, hv);
   commit_copies();
 }
 

@@ -11,7 +11,7 @@
 /// Per-key decays: dH <- diag(Gam_{n-1}) dH + [Q ⊙ Gam; -K ⊙ Gam]^T [dO; dX], the rows and
 /// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. The delta rules hand dY to pass 4:
 /// pass 1's rows are Wb = M^T diag(e) K (per-key: M^T (K ⊙ E)) and
-/// dYl = M^T P^T dO, the product gives dY = Wb dH + dYl, written to `dy_out` (over dYl: the
+/// dYl = M^T P^T dO, the product gives dY = Wb dH + dYl, written to `dy_rows` (over dYl: the
 /// fp32 hand-over), and the update takes
 /// dX = diag(beta) dY through its left rows, -diag(beta Gam) K (-diag(beta) (K ⊙ Gam)).
 #pragma once
@@ -72,7 +72,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
     if constexpr (delta) {
       kr.issue(keys, b, t0, n, key_head);
       wbr.issue(args.w_bwd, b, t0, n, hv);
-      dxr.issue(args.dx_loc, b, t0, n, hv, v0);
+      dxr.issue(args.dy_rows, b, t0, n, hv, v0);
     }
     if constexpr (per_key) dr.issue(args, seq.first_chunk + c, hv);
     else gate = lane_gate(args, b, t0, n, hv);
@@ -105,7 +105,7 @@ __device__ void chunk_state_grads_pass(const backward_args<Rule, T>& args, index
       __syncthreads();
       const int t0 = seq.start + c * C, n = min(C, seq.start + seq.length - t0);  // over the rows of dYl (read above)
       for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
-        args.dy_out(b, t0 + e / BV, hv, v0 + e % BV) = s.right[C + e / BV][e % BV];
+        args.dy_rows(b, t0 + e / BV, hv, v0 + e % BV) = s.right[C + e / BV][e % BV];
     }
     block_gemm<P, col_major, row_major, K, BV, rows>(s.left[0], S::ldk, s.right[0], S::ldb, stage,
         decayed_state_update<per_key>(s.dh, s.decay, s.cf));

@@ -9,7 +9,7 @@
 ///   H <- Gam_{n-1} H + (diag(e) K)^T U~
 /// Per-key decays: H <- diag(Gam_{n-1}) H + (K ⊙ E)^T U~, the rows K ⊙ E and the vector
 /// Gam_{n-1} read as chunk_decayed_rows.cuh wrote them. The delta rules write U~ (the chunk's
-/// U = T X) for pass 4 to `u_out`, which is pass 1's T V in place (fp32 hand-over).
+/// U = T X) for pass 4 to `u_rows`, which is pass 1's T V in place (fp32 hand-over).
 #pragma once
 
 #include <array>
@@ -74,7 +74,7 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
   load_state_block<K, BV>(s.h, args.s0, n_seq, hv, v0);
   // The next chunk's rows and gates are loaded while the current one is computed.
   // The delta family reads U (pass 1); per-key decays read K ⊙ E of value head hv.
-  const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
+  const auto values = workspace_or_input<delta>(args.u_rows, args.in.v);
   const auto keys = workspace_or_input<per_key>(args.keys_end, args.in.k);
   chunk_rows<K, Th, typename decltype(keys)::value_type> kr;
   chunk_rows<K, Th, float> wr;
@@ -107,7 +107,7 @@ __device__ void chunk_states_pass(const backward_args<Rule, T>& args, index_t n_
       __syncthreads();
       const int n = min(C, end - t0);  // over the chunk's rows of T V (read above)
       for (int e = int(threadIdx.x); e < n * BV; e += int(blockDim.x))
-        args.u_out(b, t0 + e / BV, hv, v0 + e % BV) = s.u[e / BV][e % BV];
+        args.u_rows(b, t0 + e / BV, hv, v0 + e % BV) = s.u[e / BV][e % BV];
     }
     block_gemm<P, col_major, row_major, K, BV, C>(s.keys_e[0], S::ldk, s.u[0], S::ldb, stage,
         decayed_state_update<per_key>(s.h, s.decay, s.cf));

@@ -2,7 +2,8 @@
 /// \file
 /// Backward pass 1 (delta family only), independent for every chunk and value head: the
 /// products of the WY/UT representation that the two state passes apply to every column block
-/// of the state, in fp32:
+/// of the state, summed in fp32 and written as the workspace's rows (bf16 for bf16 inputs
+/// with scalar or no gates: workspace_row_t, workspace_hand_over_t):
 ///
 ///   forward:   W = T diag(Gam) K,  U = T V       (U~ = U - W H, the corrected values)   [C, K], [C, V]
 ///   backward:  Wb = M^T diag(e) K,  dYl = M^T P^T dO  (dY = Wb dH + dYl, dX = diag(beta) dY)
@@ -92,10 +93,10 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded (fp32 tiles)
   tile_product<P, row_major, row_major, C, K, C, true, rows>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
-                                                             rows_out(args.u_fwd));
+                                                             rows_out(args.u_rows));
   tile_product<P, col_major, row_major, C, K, C, false, rows>(e_m, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
   tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
-                                                              rows_out(args.dx_loc));
+                                                              rows_out(args.dy_rows));
 }
 
 template <class Rule, class T, int K, int V>
@@ -135,13 +136,13 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   constexpr exact_operands rows = exact_operands::b;  // values and dO as loaded
   tile_product<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
-                                                             rows_out(args.u_fwd));
+                                                             rows_out(args.u_rows));
   __syncthreads();  // P M complete; K ⊙ Gam read
   key_decayed<K>(decayed, s.keys[0], S::ldk, s.b[0], true);  // K ⊙ E
   __syncthreads();
   tile_product<P, col_major, row_major, C, K, C>(s.cr.m[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_bwd));
   tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
-                                                              rows_out(args.dx_loc));
+                                                              rows_out(args.dy_rows));
 }
 
 }  // namespace linattn::cuda::detail

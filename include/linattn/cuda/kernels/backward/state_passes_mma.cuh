@@ -20,17 +20,18 @@
 ///                            dHt <- Gam_{n-1} dHt + dO^T diag(scale Gam) Q - dYt diag(beta Gam) K
 ///
 /// The delta rules hand their corrected values and value gradients to pass 4: pass 2 writes U~
-/// and pass 3, whose pass-1 rows are Wb = M^T diag(e) K (per-key decays: M^T (K ⊙ E)) and dYl
-/// = M^T P^T dO, writes dYt (its update takes dXt = dYt diag(beta), beta from pass 1), to
-/// `u_out` and `dy_out`: with scalar or no gates as bf16 rows of their own, each warp's 16
+/// over pass 1's U and pass 3, whose pass-1 rows are Wb = M^T diag(e) K (per-key decays: M^T
+/// (K ⊙ E)) and dYl = M^T P^T dO, writes dYt (its update takes dXt = dYt diag(beta), beta from
+/// pass 1) over dYl (`u_rows`, `dy_rows`): with scalar or no gates as bf16 rows, each warp's 16
 /// tokens of a tile through its slice of shared memory in 16-byte pieces (store_warp_columns);
-/// per-key decays as fp32 over T V and dYl.
+/// per-key decays as fp32.
 ///
 /// The diagonal factors scale the A operands (a lane's tokens), so every row tile is copied
-/// as it is: q, k, v, dO and pass 1's rows W, Wb as bf16 (ldmatrix or 4-byte fragment loads),
-/// U and dYl as fp32 (each added to a product in fp32). Every product operand is then rounded
-/// to bf16 once, as in the forward's 16-bit state pass; the sums stay fp32. The states go to
-/// the workspace as workspace_state_t: bf16, the rounding pass 4's products give them anyway.
+/// as it is: q, k, v, dO and pass 1's rows W, Wb, U and dYl as bf16 (ldmatrix, 4-byte
+/// fragment loads, or element by element for U and dYl, each added to a product in fp32;
+/// per-key decays: U and dYl fp32). Every product operand is then rounded to bf16 once, as in
+/// the forward's 16-bit state pass; the sums stay fp32. The states go to the workspace as
+/// workspace_state_t: bf16, the rounding pass 4's products give them anyway.
 ///
 /// Per-key decays (VectorDecay, KDA; `PerKey`) lie along the key columns, the products' other
 /// side. There the B rows carry them, as chunk_decayed_rows.cuh wrote them (bf16): K ⊙ E in
@@ -67,10 +68,15 @@ inline int backward_state_groups(index_t head_blocks, index_t V, index_t multipr
   return groups;
 }
 
+/// The element type of pass 1's U and dYl as the state passes read them: the workspace's
+/// (workspace_hand_over_t: bf16 with scalar or no gates, fp32 with per-key decays).
+template <class T, bool PerKey>
+using pass_one_value_t = std::conditional_t<PerKey, float, T>;
+
 /// Pass 2's rows of one chunk (rows past the chunk zero).
 template <class T, int K, int BV, bool Delta, bool PerKey>
 struct alignas(16) state_rows_forward {
-  using value_type = std::conditional_t<Delta, float, T>;  // U (pass 1, fp32) or V
+  using value_type = std::conditional_t<Delta, pass_one_value_t<T, PerKey>, T>;  // U (pass 1) or V
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
   static constexpr int ldk = K + pad<T>, ldv = BV + pad<value_type>;  // conflict-free fragment reads
   T keys[C][ldk];                   // [C, K]   k (per-key decays: K ⊙ E)
@@ -82,13 +88,14 @@ struct alignas(16) state_rows_forward {
 /// Pass 3's rows of one chunk.
 template <class T, int K, int BV, bool Delta, bool PerKey>
 struct alignas(16) state_rows_reverse {
+  using dyl_type = pass_one_value_t<T, PerKey>;
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
-  static constexpr int ldk = K + pad<T>, ldo = BV + pad<T>, ldx = BV + 4;
+  static constexpr int ldk = K + pad<T>, ldo = BV + pad<T>, ldx = BV + pad<dyl_type>;
   T queries[C][ldk];                // [C, K]   q (per-key decays: scale Q ⊙ Gam)
   T keys[DC][ldk];                  // [C, K]   k (delta family; per-key decays: -K ⊙ Gam)
   T wb[DC][ldk];                    // [C, K]   Wb
   T dout[C][ldo];                   // [C, BV]  dO
-  float dxl[DC][ldx];               // [C, BV]  dYl
+  dyl_type dxl[DC][ldx];            // [C, BV]  dYl
   float decay[PerKey ? K : 1];      // [K]      Gam_{n-1} (per-key decays)
 };
 
@@ -270,7 +277,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
   for_tile_elements<KP>(lane, [&](int nt, int e, int i, int j) {
     ht[nt][e] = args.s0.data() ? args.s0(n_seq, hv, k0 + i, vw + j) : 0.0f;
   });
-  const auto values = workspace_or_input<delta>(args.u_fwd, args.in.v);
+  const auto values = workspace_or_input<delta>(args.u_rows, args.in.v);
   const auto keys = workspace_or_input<per_key>(args.keys_end, args.in.k);  // per-key decays: K ⊙ E
   const tensor_view<const T, 4> w(args.w_fwd);
   const auto decays = args.chunk_decay_rows(K);  // per-key decays
@@ -326,7 +333,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
     }
     if constexpr (delta) {  // U~ for pass 4, after the update's products (off the chain of states)
       const int t0 = seq.start + c * C;
-      store_hand_over<Split>(args.u_out, x, b, t0, min(C, end - t0), hv, vw, storage, warp, lane, warp % Split);
+      store_hand_over<Split>(args.u_rows, x, b, t0, min(C, end - t0), hv, vw, storage, warp, lane, warp % Split);
     }
   }
 }
@@ -354,11 +361,14 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   const auto keys = workspace_or_input<per_key>(args.keys_start, args.in.k);
   const index_t key_head = per_key ? hv : h;
   const tensor_view<const T, 4> wb(args.w_bwd);
-  const tensor_view<const float, 4> dyl(args.dx_loc);
+  using dyl_type = typename R::dyl_type;
+  static_assert(!delta || std::is_same_v<dyl_type, typename backward_args<Rule, T>::hand_over_type>,
+                "dYl as pass 1 wrote it");
+  const tensor_view<const dyl_type, 4> dyl(args.dy_rows);
   const auto decays = args.chunk_decay_rows(K);  // per-key decays
   const row_source<C, K, Th, T> query_rows(queries, b, key_head), key_rows(keys, b, key_head), wb_rows(wb, b, hv);
   const row_source<C, BV, Th, T> dout_rows(args.dout, b, hv, v0);
-  const row_source<C, BV, Th, float> dyl_rows(dyl, b, hv, v0);
+  const row_source<C, BV, Th, dyl_type> dyl_rows(dyl, b, hv, v0);
   const row_source<1, K, Th, float> decay_rows(decays, 0, hv);
   float beta_next = 0.0f;  // beta of the lane's token (delta family)
   const auto issue = [&](R& buf, int c) {
@@ -399,7 +409,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
 #pragma unroll
       for (int nt = 0; nt < CT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) x[nt][e] += buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)];
+        for (int e = 0; e < 4; ++e) x[nt][e] += to_float(buf.dxl[8 * nt + 2 * t + (e & 1)][j0 + g + 8 * (e >> 1)]);
     }
     decay_state<per_key, KP>(dh, buf.decay + k0, last, lane);
 #pragma unroll
@@ -422,7 +432,7 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
     }
     if constexpr (delta) {  // dY for pass 4, after the update's products (off the chain of state gradients)
       const int t0 = seq.start + c * C;
-      store_hand_over<Split>(args.dy_out, x, b, t0, min(C, seq.start + seq.length - t0), hv, vw, storage, warp, lane,
+      store_hand_over<Split>(args.dy_rows, x, b, t0, min(C, seq.start + seq.length - t0), hv, vw, storage, warp, lane,
                              warp % Split);
     }
   }
