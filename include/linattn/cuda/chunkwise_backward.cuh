@@ -116,7 +116,7 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
       const auto state_passes = [&](auto groups) {
         constexpr int Groups = decltype(groups)::value, Split = detail::state_pass_split(Groups);
         if constexpr (16 * Groups <= V)  // backward_state_groups picks no wider block
-          launch<detail::state_passes_mma_storage<E, K, Groups, Split, corrects, per_key>>(
+          launch<detail::state_passes_mma_storage<Rule, E, K, Groups, Split>>(
               detail::chunk_state_passes_mma_kernel<Rule, E, K, V, Groups, Split>, plan.state_grid, args, stream,
               "chunk_state_passes_mma_kernel");
       };

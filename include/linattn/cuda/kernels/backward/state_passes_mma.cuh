@@ -68,15 +68,11 @@ inline int backward_state_groups(index_t head_blocks, index_t V, index_t multipr
   return groups;
 }
 
-/// The element type of pass 1's U and dYl as the state passes read them: the workspace's
-/// (workspace_hand_over_t: bf16 with scalar or no gates, fp32 with per-key decays).
-template <class T, bool PerKey>
-using pass_one_value_t = std::conditional_t<PerKey, float, T>;
-
-/// Pass 2's rows of one chunk (rows past the chunk zero).
-template <class T, int K, int BV, bool Delta, bool PerKey>
+/// Pass 2's rows of one chunk (rows past the chunk zero). Hand: the workspace's U and dYl
+/// (workspace_hand_over_t).
+template <class T, int K, int BV, bool Delta, bool PerKey, class Hand>
 struct alignas(16) state_rows_forward {
-  using value_type = std::conditional_t<Delta, pass_one_value_t<T, PerKey>, T>;  // U (pass 1) or V
+  using value_type = std::conditional_t<Delta, Hand, T>;  // U (pass 1) or V
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
   static constexpr int ldk = K + pad<T>, ldv = BV + pad<value_type>;  // conflict-free fragment reads
   T keys[C][ldk];                   // [C, K]   k (per-key decays: K ⊙ E)
@@ -86,9 +82,9 @@ struct alignas(16) state_rows_forward {
 };
 
 /// Pass 3's rows of one chunk.
-template <class T, int K, int BV, bool Delta, bool PerKey>
+template <class T, int K, int BV, bool Delta, bool PerKey, class Hand>
 struct alignas(16) state_rows_reverse {
-  using dyl_type = pass_one_value_t<T, PerKey>;
+  using dyl_type = Hand;
   static constexpr int C = backward_chunk, DC = Delta ? C : 1;
   static constexpr int ldk = K + pad<T>, ldo = BV + pad<T>, ldx = BV + pad<dyl_type>;
   T queries[C][ldk];                // [C, K]   q (per-key decays: scale Q ⊙ Gam)
@@ -99,12 +95,14 @@ struct alignas(16) state_rows_reverse {
   float decay[PerKey ? K : 1];      // [K]      Gam_{n-1} (per-key decays)
 };
 
-template <class T, int K, int Groups, int Split, bool Delta, bool PerKey = false>
+template <class Rule, class T, int K, int Groups, int Split>
 struct state_passes_mma_storage {
+  static constexpr bool Delta = corrects<Rule>, PerKey = Rule::decay == decay_kind::vector;
   static constexpr int warps = Groups * Split, threads = 32 * warps, BV = 16 * Groups;
   static constexpr int partial_warps = Split > 1 && Delta ? warps : 0;
-  using forward_rows = state_rows_forward<T, K, BV, Delta, PerKey>;
-  using reverse_rows = state_rows_reverse<T, K, BV, Delta, PerKey>;
+  using hand_over_type = workspace_hand_over_t<Rule, T>;
+  using forward_rows = state_rows_forward<T, K, BV, Delta, PerKey, hand_over_type>;
+  using reverse_rows = state_rows_reverse<T, K, BV, Delta, PerKey, hand_over_type>;
   union {
     forward_rows forward[2];  // pass 2: chunk i of the loop in buffer i % 2
     reverse_rows reverse[2];  // pass 3
@@ -265,7 +263,7 @@ __device__ inline void decay_state(float (&h)[KP / 8][4], const float* decay, fl
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
-  using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
+  using S = state_passes_mma_storage<Rule, T, K, Groups, Split>;
   using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::forward_rows;
   constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
@@ -343,7 +341,7 @@ __device__ void states_mma_pass(const backward_args<Rule, T>& args, index_t n_se
 template <class Rule, class T, int K, int V, int Groups, int Split>
 __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t n_seq, unsigned char* smem) {
   constexpr bool delta = corrects<Rule>, per_key = Rule::decay == decay_kind::vector;
-  using S = state_passes_mma_storage<T, K, Groups, Split, delta, per_key>;
+  using S = state_passes_mma_storage<Rule, T, K, Groups, Split>;
   using state_type = typename backward_args<Rule, T>::state_type;
   using R = typename S::reverse_rows;
   constexpr int C = backward_chunk, CT = C / 8, KP = K / Split, BV = S::BV, Th = S::threads;
@@ -362,8 +360,6 @@ __device__ void state_grads_mma_pass(const backward_args<Rule, T>& args, index_t
   const index_t key_head = per_key ? hv : h;
   const tensor_view<const T, 4> wb(args.w_bwd);
   using dyl_type = typename R::dyl_type;
-  static_assert(!delta || std::is_same_v<dyl_type, typename backward_args<Rule, T>::hand_over_type>,
-                "dYl as pass 1 wrote it");
   const tensor_view<const dyl_type, 4> dyl(args.dy_rows);
   const auto decays = args.chunk_decay_rows(K);  // per-key decays
   const row_source<C, K, Th, T> query_rows(queries, b, key_head), key_rows(keys, b, key_head), wb_rows(wb, b, hv);
