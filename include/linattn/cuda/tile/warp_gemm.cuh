@@ -7,7 +7,8 @@
 /// into two such terms as they are read (mma_sync.cuh's fp32 fragment loads), or a tile of T
 /// holding its values exactly (rows as loaded), read by ldmatrix with no conversion. Nothing goes
 /// through a staged tile, so there is no per-warp stage and no round trip through it (the WMMA
-/// products of block_gemm.cuh need both).
+/// products of block_gemm.cuh need both), unless the epilogue asks for a warp's results whole
+/// (a unit epilogue) to stage them itself.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,14 @@ enum class exact_operands { none, a, b, both };
 constexpr bool exact_a(exact_operands e) { return e == exact_operands::a || e == exact_operands::both; }
 constexpr bool exact_b(exact_operands e) { return e == exact_operands::b || e == exact_operands::both; }
 
+/// An epilogue that takes a warp's results a unit at a time: `epilogue.unit(r0, n0, acc)` with
+/// acc [16, 8 NT] at rows r0 .., columns n0 .. in the mma.sync accumulator layout (n-tile nt:
+/// the lane's elements at rows g and g + 8, columns 8 nt + 2 t and 8 nt + 2 t + 1), for stores
+/// that gather a unit before it leaves (warp_rows_store.cuh). warp_gemm hands such an epilogue
+/// its units instead of pairs.
+template <class E, int NT>
+concept unit_epilogue = requires(const E& e, const float (&acc)[NT][4]) { e.unit(0, 0, acc); };
+
 /// Fragment registers from float pairs: rounded to T (`split` false, lo untouched) or split
 /// into hi + lo terms (split_pairs).
 template <class T, bool split, int N>
@@ -77,11 +86,11 @@ __device__ inline void fp32_terms(std::uint32_t (&hi)[N], std::uint32_t (&lo)[N]
 /// operands for bf16: finer than TF32's 11 bits, where one rounding to bf16 has 8), less the
 /// product with the lo term of an operand that is a tile of T or that `Exact` names (it is
 /// zero). Each result element is passed once to the epilogue, as `epilogue(row, col, const
-/// float (&v)[2])` for columns col, col + 1 (col even). `lower_a`: A is lower triangular, so a
-/// unit stops at the k-step of its diagonal. With NT = 1 a unit keeps its even and odd k-steps
-/// in two accumulators, added at the end: two chains of dependent products where one would
-/// run Terms · Kd / 16 of them in a row. No synchronisation inside: the caller synchronises
-/// before (the operands complete) and after.
+/// float (&v)[2])` for columns col, col + 1 (col even), or a unit at a time to a unit epilogue.
+/// `lower_a`: A is lower triangular, so a unit stops at the k-step of its diagonal. With NT = 1
+/// a unit keeps its even and odd k-steps in two accumulators, added at the end: two chains of
+/// dependent products where one would run Terms · Kd / 16 of them in a row. No synchronisation
+/// inside: the caller synchronises before (the operands complete) and after.
 template <class T, int Terms, class LA, class LB, int M, int N, int Kd, bool lower_a = false,
           exact_operands Exact = exact_operands::none, class EA, class EB, class Epilogue>
 __device__ void warp_gemm(const EA* A, int lda, const EB* B, int ldb, Epilogue&& epilogue, int first_warp = 0,
@@ -133,11 +142,15 @@ __device__ void warp_gemm(const EA* A, int lda, const EB* B, int ldb, Epilogue&&
     if constexpr (chains == 2)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[0][e] += acc[1][e];
+    if constexpr (unit_epilogue<std::remove_cvref_t<Epilogue>, NT>) {
+      epilogue.unit(r0, n0, reinterpret_cast<const float(&)[NT][4]>(acc));  // the first NT rows of acc
+    } else {
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const float top[2] = {acc[j][0], acc[j][1]}, bottom[2] = {acc[j][2], acc[j][3]};
-      epilogue(r0 + g, n0 + 8 * j + 2 * t, top);
-      epilogue(r0 + g + 8, n0 + 8 * j + 2 * t, bottom);
+      for (int j = 0; j < NT; ++j) {
+        const float top[2] = {acc[j][0], acc[j][1]}, bottom[2] = {acc[j][2], acc[j][3]};
+        epilogue(r0 + g, n0 + 8 * j + 2 * t, top);
+        epilogue(r0 + g + 8, n0 + 8 * j + 2 * t, bottom);
+      }
     }
   }
 }

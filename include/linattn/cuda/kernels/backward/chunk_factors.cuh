@@ -20,6 +20,7 @@
 #include "../../tile/load_store.cuh"
 #include "../../tile/tile_product.cuh"
 #include "../../tile/scalar.cuh"
+#include "../../tile/warp_rows_store.cuh"
 #include "../../tile/warp_sums.cuh"
 #include "../rule_coefficients.cuh"
 #include "backward_args.cuh"
@@ -181,6 +182,35 @@ __device__ auto row_writer(const tensor_view<E, 4>& x, index_t b, index_t t0, in
     }
   };
 }
+
+/// row_writer for bf16 workspace rows (256-byte aligned spans, rows of K or V elements, whole
+/// 16-byte pieces) that also takes mma.sync products a unit at a time (warp_gemm's unit
+/// epilogue): each warp's [16, 8 NT] unit goes through its own [16, ld] slice of `stage` and
+/// leaves in 16-byte pieces (store_warp_rows), whole 32-byte sectors, where pairs from the
+/// fragments each write 4 bytes of 8 rows, half a sector per row, and the L2 takes twice the
+/// write requests the bytes need (bench/cuda/NOTES.md, session 52). The warp's slice must no
+/// longer be read by anyone else; the writer waits for the warp's own previous unit.
+struct staged_row_writer {
+  static constexpr int ld = 24;  // 48-byte rows: the fragments' pair stores free of bank conflicts
+  /// The stage's elements for a block of `warps` warps.
+  static constexpr int stage_elements(int warps) { return 16 * ld * warps; }
+  tensor_view<__nv_bfloat16, 4> x;
+  index_t b, t0, hv;
+  int n;
+  __nv_bfloat16* stage;  // [warps][16][ld]
+
+  template <int W>
+  __device__ void operator()(int r, int j, const float (&v)[W]) const {
+    row_writer(x, b, t0, hv, n)(r, j, v);
+  }
+  template <int NT>
+  __device__ void unit(int r0, int n0, const float (&acc)[NT][4]) const {
+    static_assert(8 * NT <= ld, "a unit's columns fit a stage row");
+    const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+    __syncwarp();  // the warp's previous unit has left the stage
+    store_warp_rows<__nv_bfloat16, NT, true>(acc, stage + warp * 16 * ld, ld, lane, n - r0, x, b, t0 + r0, hv, n0);
+  }
+};
 
 /// The exact operands (warp_gemm.cuh) of pass 4's dP = dO U^T: dO as loaded, and U too where it
 /// is V as loaded (the additive family, no delta correction).

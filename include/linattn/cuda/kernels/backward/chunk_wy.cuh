@@ -53,7 +53,18 @@ struct chunk_wy_storage {
   chunk_coefficients cf;
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
   float b[CK][ldk];        // [C, K]  per-key decays: the chunk-local cumsum of the log gates
+  // [warps][16][ld]  the way out of bf16 results (staged_row_writer): bf16 inputs only
+  alignas(16) __nv_bfloat16 out_stage[std::is_same_v<T, __nv_bfloat16> ? staged_row_writer::stage_elements(warps) : 8];
 };
+
+/// The epilogue that writes a product's rows r < n to the workspace view `to` at chunk t0:
+/// bf16 rows a warp's unit at a time through the block's out_stage, fp32 rows as the products
+/// give them.
+template <class S, class E>
+__device__ auto wy_rows_out(S& s, const tensor_view<E, 4>& to, index_t b, index_t t0, index_t hv, int n) {
+  if constexpr (std::is_same_v<E, __nv_bfloat16>) return staged_row_writer{to, b, t0, hv, n, s.out_stage};
+  else return row_writer(to, b, t0, hv, n);
+}
 
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> args) {
@@ -89,7 +100,7 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
     e_m[r * S::ldc + i] = s.cr.m[r][i] * s.cf.e[r];
   }
   __syncthreads();
-  const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
+  const auto rows_out = [&](const auto& to) { return wy_rows_out(s, to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded (fp32 tiles)
   tile_product<P, row_major, row_major, C, K, C, true, rows>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
@@ -132,7 +143,7 @@ __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rul
   chunk_solve(s.cf, s.cr);
   if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];  // for pass 3
   tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.m[0], S::ldc, stage, tile_epilogue(s.pt));  // P M
-  const auto rows_out = [&](const auto& to) { return row_writer(to, b, t0, hv, n); };
+  const auto rows_out = [&](const auto& to) { return wy_rows_out(s, to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // values and dO as loaded
   tile_product<P, row_major, row_major, C, K, C, true>(s.cr.t[0], S::ldc, decayed, S::ldk, stage, rows_out(args.w_fwd));
   tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
