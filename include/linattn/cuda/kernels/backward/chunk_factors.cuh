@@ -188,8 +188,8 @@ __device__ auto row_writer(const tensor_view<E, 4>& x, index_t b, index_t t0, in
 /// epilogue): each warp's [16, 8 NT] unit goes through its own [16, ld] slice of `stage` and
 /// leaves in 16-byte pieces (store_warp_rows), whole 32-byte sectors, where pairs from the
 /// fragments each write 4 bytes of 8 rows, half a sector per row, and the L2 takes twice the
-/// write requests the bytes need (bench/cuda/NOTES.md, session 52). The warp's slice must no
-/// longer be read by anyone else; the writer waits for the warp's own previous unit.
+/// write requests the bytes need (bench/cuda/NOTES.md, session 52). Each warp's slice is its
+/// own; the writer waits for the warp's previous unit to leave it before the next goes in.
 struct staged_row_writer {
   static constexpr int ld = 24;  // 48-byte rows: the fragments' pair stores free of bank conflicts
   /// The stage's elements for a block of `warps` warps.

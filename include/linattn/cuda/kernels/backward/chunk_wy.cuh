@@ -53,16 +53,18 @@ struct chunk_wy_storage {
   chunk_coefficients cf;
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
   float b[CK][ldk];        // [C, K]  per-key decays: the chunk-local cumsum of the log gates
-  // [warps][16][ld]  the way out of bf16 results (staged_row_writer): bf16 inputs only
-  alignas(16) __nv_bfloat16 out_stage[std::is_same_v<T, __nv_bfloat16> ? staged_row_writer::stage_elements(warps) : 8];
+  // [warps][16][ld]  the way out of bf16 results (staged_row_writer): exact rows only
+  alignas(16) __nv_bfloat16 out_stage[exact_rows ? staged_row_writer::stage_elements(warps) : 8];
 };
 
 /// The epilogue that writes a product's rows r < n to the workspace view `to` at chunk t0:
-/// bf16 rows a warp's unit at a time through the block's out_stage, fp32 rows as the products
-/// give them.
+/// with exact rows (bf16 inputs, scalar or no gates) a warp's unit at a time through the
+/// block's out_stage, else as the products give them. Per-key decays keep the pairs: their
+/// bf16 W and Wb measured no faster staged (bench/cuda/NOTES.md, session 52), and 6 KiB more
+/// would leave their two blocks per multiprocessor 256 bytes to spare.
 template <class S, class E>
 __device__ auto wy_rows_out(S& s, const tensor_view<E, 4>& to, index_t b, index_t t0, index_t hv, int n) {
-  if constexpr (std::is_same_v<E, __nv_bfloat16>) return staged_row_writer{to, b, t0, hv, n, s.out_stage};
+  if constexpr (S::exact_rows) return staged_row_writer{to, b, t0, hv, n, s.out_stage};
   else return row_writer(to, b, t0, hv, n);
 }
 
