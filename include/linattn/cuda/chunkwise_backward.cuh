@@ -106,8 +106,8 @@ void chunkwise_backward(const std::type_identity_t<typename Rule::template input
         launch<detail::chunk_decayed_rows_storage<K>>(detail::chunk_decayed_rows_kernel<Rule, E, K>, plan.chunk_grid, args,
                                                       stream, "chunk_decayed_rows_kernel");
       if constexpr (corrects && per_key)
-        launch<detail::chunk_wy_storage<E, K, V, true>>(detail::chunk_wy_per_key_kernel<Rule, E, K, V>, plan.chunk_grid,
-                                                       args, stream, "chunk_wy_per_key_kernel");
+        launch<detail::chunk_wy_per_key_storage<E, K, V>>(detail::chunk_wy_per_key_kernel<Rule, E, K, V>,
+                                                          plan.chunk_grid, args, stream, "chunk_wy_per_key_kernel");
       else if constexpr (corrects)
         launch<detail::chunk_wy_storage<E, K, V>>(detail::chunk_wy_kernel<Rule, E, K, V>, plan.chunk_grid, args, stream,
                                                "chunk_wy_kernel");

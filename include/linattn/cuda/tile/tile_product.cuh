@@ -37,6 +37,21 @@ inline constexpr bool is_mma_16bit<mma_16bit<T, Terms>> = true;
 template <class Op>
 inline constexpr int row_pad = is_mma_16bit<Op> ? 8 : 4;
 
+/// The tile that a policy's products read an fp32 left operand [R, Cols] from best
+/// (operand_tiles.cuh): for mma_16bit with split terms its two bf16 terms, split once where the
+/// operand is written (a split_tile), rather than by every unit that reads it; an fp32 tile
+/// otherwise.
+template <class Op, int R, int Cols>
+struct operand_tile_for {
+  using type = fp32_tile<R, Cols>;
+};
+template <class T, int R, int Cols>
+struct operand_tile_for<mma_16bit<T, 3>, R, Cols> {
+  using type = split_tile<T, R, Cols>;
+};
+template <class Op, int R, int Cols>
+using operand_tile = typename operand_tile_for<Op, R, Cols>::type;
+
 /// The warps of per-warp stage a policy's products need (block_gemm's stage_floats each); one
 /// unused row for mma_16bit, so that storage keeps its shape.
 template <class Op, int Warps>

@@ -16,6 +16,7 @@
 
 #include "block_gemm.cuh"
 #include "mma_sync.cuh"
+#include "operand_tiles.cuh"
 
 namespace linattn::cuda::detail {
 
@@ -36,12 +37,19 @@ __device__ inline void fp32_b_operand(float2 (&x)[2], const float* B, int ldb, i
 }
 
 /// The A fragment of rows [r0, r0 + 16), k-step [k0, k0 + 16) of a 16-bit tile stored
-/// row-major [M, Kd] (one ldmatrix_x4; rows 16-byte aligned).
+/// [M, Kd] (row_major) or [Kd, M] (col_major: read transposed): one ldmatrix_x4, rows 16-byte
+/// aligned.
 template <class L, class E>
 __device__ inline void half_a_operand(std::uint32_t (&a)[4], const E* A, int lda, int r0, int k0, int lane) {
-  static_assert(std::is_same_v<L, row_major>, "16-bit A operands are stored row-major");
-  const ldm_lane l = ldm_lane::a_tile(lane);
-  ldmatrix_x4(a, A + (r0 + l.row) * lda + k0 + l.col);
+  if constexpr (std::is_same_v<L, row_major>) {
+    const ldm_lane l = ldm_lane::a_tile(lane);
+    ldmatrix_x4(a, A + (r0 + l.row) * lda + k0 + l.col);
+  } else {
+    // the four 8 x 8 blocks (rows r0.., k0..), (r0 + 8.., k0..), (r0.., k0 + 8..), (r0 + 8.., k0 + 8..)
+    // are stored at rows k0 (+ 8) and columns r0 (+ 8) of the transpose
+    const ldm_lane l = ldm_lane::b_tiles(lane);
+    ldmatrix_x4<true>(a, A + (k0 + l.row) * lda + r0 + l.col);
+  }
 }
 
 /// The B fragment (b0, b1) of n-tile [n0, n0 + 8), k-step [k0, k0 + 16) of a 16-bit tile
@@ -80,13 +88,15 @@ __device__ inline void fp32_terms(std::uint32_t (&hi)[N], std::uint32_t (&lo)[N]
 /// of T, in units of 16 rows x 8 NT columns spread over the warps [first_warp, first_warp +
 /// warps) (NT = 2, one A fragment for two n-tiles, for results wider than 32 columns; 1 for
 /// [C, C] results, so that more warps share them). Each operand is an fp32 tile (EA or EB
-/// float) or a tile of T (EA or EB = T, 16-byte aligned rows, A row-major) holding its values
-/// exactly. `Terms` says how fp32 operands become 16-bit ones: 1, rounded to T; 3, split into
-/// hi + lo (split_pairs) with d += a_lo b_hi + a_hi b_lo + a_hi b_hi per step (about 16-bit
-/// operands for bf16: finer than TF32's 11 bits, where one rounding to bf16 has 8), less the
-/// product with the lo term of an operand that is a tile of T or that `Exact` names (it is
-/// zero). Each result element is passed once to the epilogue, as `epilogue(row, col, const
-/// float (&v)[2])` for columns col, col + 1 (col even), or a unit at a time to a unit epilogue.
+/// float) or a tile of T (EA or EB = T, 16-byte aligned rows) holding its values exactly; A may
+/// also be a split_tile of T (operand_tiles.cuh: an fp32 operand split once where it was
+/// written; `lda` unused). `Terms` says how fp32 operands become 16-bit ones: 1, rounded to T;
+/// 3, split into hi + lo (split_pairs) with d += a_lo b_hi + a_hi b_lo + a_hi b_hi per step
+/// (about 16-bit operands for bf16: finer than TF32's 11 bits, where one rounding to bf16 has
+/// 8), less the product with the lo term of an operand that is a tile of T or that `Exact`
+/// names (it is zero). Each result element is passed once to the epilogue, as
+/// `epilogue(row, col, const float (&v)[2])` for columns col, col + 1 (col even), or a unit at a
+/// time to a unit epilogue.
 /// `lower_a`: A is lower triangular, so a unit stops at the k-step of its diagonal. With NT = 1
 /// a unit keeps its even and odd k-steps in two accumulators, added at the end: two chains of
 /// dependent products where one would run Terms · Kd / 16 of them in a row. No synchronisation
@@ -98,8 +108,12 @@ __device__ void warp_gemm(const EA* A, int lda, const EB* B, int ldb, Epilogue&&
   static_assert(M % 16 == 0 && N % 8 == 0 && Kd % 16 == 0, "whole 16 x 8 x 16 tiles");
   static_assert(Terms == 1 || Terms == 3, "one rounded product or three split ones");
   constexpr bool fp32_a = std::is_same_v<EA, float>, fp32_b = std::is_same_v<EB, float>;
-  static_assert((fp32_a || std::is_same_v<EA, T>) && (fp32_b || std::is_same_v<EB, T>), "fp32 tiles or tiles of T");
-  constexpr bool split_a = Terms == 3 && fp32_a && !exact_a(Exact), split_b = Terms == 3 && fp32_b && !exact_b(Exact);
+  constexpr bool presplit_a = is_split_tile<EA>;
+  static_assert(fp32_a || std::is_same_v<EA, T> || presplit_a, "A: an fp32 tile, a tile of T or a split_tile of T");
+  static_assert(fp32_b || std::is_same_v<EB, T>, "B: an fp32 tile or a tile of T");
+  if constexpr (presplit_a) static_assert(std::is_same_v<typename EA::type, T>, "a split_tile of T");
+  constexpr bool split_a = Terms == 3 && (fp32_a || presplit_a) && !exact_a(Exact);
+  constexpr bool split_b = Terms == 3 && fp32_b && !exact_b(Exact);
   constexpr int NT = N > 32 && N % 16 == 0 ? 2 : 1, units_n = N / (8 * NT), units = (M / 16) * units_n;
   constexpr int steps = Kd / 16;
   const int warp = int(threadIdx.x / 32) - first_warp, lane = int(threadIdx.x % 32);
@@ -120,6 +134,9 @@ __device__ void warp_gemm(const EA* A, int lda, const EB* B, int ldb, Epilogue&&
         float2 xa[4];
         fp32_a_operand<LA>(xa, A, lda, r0, 16 * s, lane);
         fp32_terms<T, split_a>(ah, al, xa);
+      } else if constexpr (presplit_a) {
+        half_a_operand<LA>(ah, A->hi[0], EA::ld, r0, 16 * s, lane);
+        if constexpr (split_a) half_a_operand<LA>(al, A->lo[0], EA::ld, r0, 16 * s, lane);
       } else {
         half_a_operand<LA>(ah, A, lda, r0, 16 * s, lane);
       }

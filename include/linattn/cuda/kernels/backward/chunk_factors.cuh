@@ -440,11 +440,13 @@ __device__ void chunk_scores(const EQ* queries, int ldq, const EK* keys, int ldk
                                                                        scores_epilogue(cf, p, qscale));
 }
 
-/// M and T of the chunk (chunk_corrections) from its G and betas (visible to the block): M by
-/// forward substitution, lane c of warp 0 solving column c. Ends synchronised.
-__device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_corrections& cr) {
+/// M = (I + diag(beta) G)^{-1} of the chunk from its G (g, [C, C], ld chunk_corrections::ld)
+/// and betas, visible to the block, by forward substitution: lane c of warp 0 solves column c,
+/// then hands it to `columns(c, col)` (col[r] = M_rc), which writes what the caller keeps of it.
+/// Ends synchronised.
+template <class Columns>
+__device__ void chunk_solve_columns(const chunk_coefficients& cf, const float* g, Columns&& columns) {
   constexpr int C = backward_chunk, ld = chunk_corrections::ld;
-  const float* g = cr.g[0];
   if (threadIdx.x < 32) {
     const int c = int(threadIdx.x);
     float col[C];
@@ -457,24 +459,32 @@ __device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_correctio
       for (int j = 0; j < r; ++j) part[j % 4] += g[r * ld + j] * col[j];
       col[r] = (r == c ? 1.0f : 0.0f) - cf.beta[r] * ((part[0] + part[1]) + (part[2] + part[3]));
     }
-#pragma unroll
-    for (int r = 0; r < C; ++r) {
-      cr.m[r][c] = col[r];
-      cr.t[r][c] = col[r] * cf.beta[c];
-    }
+    columns(c, col);
   }
   __syncthreads();
 }
 
-/// P (chunk_scores) and G = stril(K K^T ⊙ D) (chunk_corrections) from the same tiles, b
-/// visible to the block. With mma_16bit products the two [C, C] products (8 units of 16 x 8
+/// M and T = M diag(beta) of the chunk (chunk_corrections) from its G and betas
+/// (chunk_solve_columns).
+__device__ inline void chunk_solve(const chunk_coefficients& cf, chunk_corrections& cr) {
+  chunk_solve_columns(cf, cr.g[0], [&](int c, const float (&col)[backward_chunk]) {
+#pragma unroll
+    for (int r = 0; r < backward_chunk; ++r) {
+      cr.m[r][c] = col[r];
+      cr.t[r][c] = col[r] * cf.beta[c];
+    }
+  });
+}
+
+/// P (chunk_scores) and G = stril(K K^T ⊙ D) (g, [C, C], ld chunk_corrections::ld) from the
+/// same tiles, b visible to the block. With mma_16bit products the two [C, C] products (8 units of 16 x 8
 /// each, a unit over the whole Kd) run side by side on the two halves of the block's warps,
 /// with one barrier after both; each unit's bits are as when the products run one after the
 /// other, which the WMMA policies do. Ends synchronised; chunk_solve then gives M and T.
 /// The queries and keys as for chunk_scores.
 template <class P, int K, class EQ, class EK>
 __device__ void chunk_scores_gram(const EQ* queries, int ldq, const EK* keys, int ldk, const chunk_coefficients& cf,
-                                  float* p, chunk_corrections& cr, float* stage, float qscale = 1.0f) {
+                                  float* p, float* g, float* stage, float qscale = 1.0f) {
   constexpr int C = backward_chunk;
   if constexpr (is_mma_16bit<P>) {
     using T = typename P::type;
@@ -482,12 +492,12 @@ __device__ void chunk_scores_gram(const EQ* queries, int ldq, const EK* keys, in
     warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, scores_exact>(queries, ldq, keys, ldk,
                                                                                scores_epilogue(cf, p, qscale), 0, half);
     warp_gemm<T, P::terms, row_major, col_major, C, C, K, false, gram_exact>(keys, ldk, keys, ldk,
-                                                                             gram_epilogue(cf, cr.g[0]), half, half);
+                                                                             gram_epilogue(cf, g), half, half);
   } else {
     chunk_scores<P, K>(queries, ldq, keys, ldk, cf, p, stage, qscale);
     __syncthreads();
     tile_product_split_k<P, row_major, col_major, C, C, K, gram_exact>(keys, ldk, keys, ldk, stage,
-                                                                       gram_epilogue(cf, cr.g[0]));
+                                                                       gram_epilogue(cf, g));
   }
   __syncthreads();
 }

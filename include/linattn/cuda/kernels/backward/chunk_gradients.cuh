@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     __syncthreads();
     if constexpr (delta) {
       chunk_betas<K>(args, s.cf, keys.p, keys.ld, b, t0, n, hv, beta);
-      chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr, stage, qscale);
+      chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr.g[0], stage, qscale);
     } else {
       chunk_scores<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], stage, qscale);
       __syncthreads();

@@ -34,27 +34,61 @@ namespace linattn::cuda::detail {
 /// The rows are fp32 tiles, except for bf16 inputs with scalar or no gates: those keep q, k, v
 /// and dO as loaded in bf16 (q not scaled), which hold their values exactly and which the
 /// mma.sync products read by ldmatrix with no conversion and no lo terms. That also halves the
-/// block's shared memory (three blocks per multiprocessor instead of two).
-template <class T, int K, int V, bool PerKey = false>
+/// block's shared memory (three blocks per multiprocessor instead of two). The left factors of
+/// the four products (T diag(Gam), T, diag(e) M, P M) are operand tiles (operand_tiles.cuh):
+/// with exact rows split into their bf16 terms once as they are formed, rather than by each of
+/// the eight units of a product that read them.
+template <class T, int K, int V>
 struct chunk_wy_storage {
   static constexpr int warps = 8, threads = 32 * warps;
-  static constexpr bool exact_rows = std::is_same_v<T, __nv_bfloat16> && !PerKey;
+  static constexpr bool exact_rows = std::is_same_v<T, __nv_bfloat16>;
   using row_t = std::conditional_t<exact_rows, T, float>;
   static constexpr int pad = exact_rows ? 8 : 4;  // 16-byte aligned rows: conflict-free ldmatrix, WMMA loads
-  static constexpr int C = backward_chunk, CK = PerKey ? C : 1, ldk = K + pad, ldv = V + pad;
+  static constexpr int C = backward_chunk, ldk = K + pad, ldv = V + pad;
   static constexpr int ldc = chunk_corrections::ld;
+  using factor_tile = operand_tile<gradient_products<T>, C, C>;
   row_t keys[C][ldk];      // [C, K]
-  row_t queries[C][ldk];   // [C, K]  scale q, or q (exact rows); per-key decays after the scores: K ⊙ Gam, K ⊙ E
+  row_t queries[C][ldk];   // [C, K]  scale q, or q (exact rows); after the scores diag(e) M (e_m())
   row_t values[C][ldv];    // [C, V]
   row_t dout[C][ldv];      // [C, V]
   float p[C][ldc];         // [C, C]  P
-  float pt[C][ldc];        // [C, C]  P M
-  chunk_corrections cr;    // G, M (then, scalar gates: T diag(Gam), diag(e) M), T
+  float g[C][ldc];         // [C, C]  G
+  float m[C][ldc];         // [C, C]  M
+  factor_tile t_gam, t, pm;  // [C, C]  T diag(Gam), T, P M
   chunk_coefficients cf;
   float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
-  float b[CK][ldk];        // [C, K]  per-key decays: the chunk-local cumsum of the log gates
   // [warps][16][ld]  the way out of bf16 results (staged_row_writer): exact rows only
   alignas(16) __nv_bfloat16 out_stage[exact_rows ? staged_row_writer::stage_elements(warps) : 8];
+
+  // diag(e) M in the queries' place where it fits (not with bf16 rows at K = 64)
+  static constexpr bool e_m_in_queries = sizeof(queries) >= sizeof(factor_tile);
+  alignas(16) std::conditional_t<e_m_in_queries, unsigned char[16], factor_tile> e_m_own;
+
+  __device__ factor_tile& e_m() {
+    if constexpr (e_m_in_queries) return *reinterpret_cast<factor_tile*>(&queries[0][0]);
+    else return e_m_own;
+  }
+};
+
+/// Per-key decays (KDA): fp32 rows, and the [C, C] factors as fp32 tiles that the products
+/// convert as they read them; the queries' tile holds K ⊙ Gam, then K ⊙ E, after the scores.
+template <class T, int K, int V>
+struct chunk_wy_per_key_storage {
+  static constexpr int warps = 8, threads = 32 * warps;
+  static constexpr bool exact_rows = false;
+  static constexpr int pad = 4;  // 16-byte aligned rows: conflict-free WMMA loads
+  static constexpr int C = backward_chunk, ldk = K + pad, ldv = V + pad;
+  static constexpr int ldc = chunk_corrections::ld;
+  float keys[C][ldk];      // [C, K]
+  float queries[C][ldk];   // [C, K]  scale q; after the scores K ⊙ Gam, then K ⊙ E
+  float values[C][ldv];    // [C, V]
+  float dout[C][ldv];      // [C, V]
+  float p[C][ldc];         // [C, C]  P
+  float pt[C][ldc];        // [C, C]  P M
+  chunk_corrections cr;    // G, M, T
+  chunk_coefficients cf;
+  float stage[stage_warps<gradient_products<T>, warps>][stage_floats];  // WMMA products only
+  float b[C][ldk];         // [C, K]  the chunk-local cumsum of the log gates
 };
 
 /// The epilogue that writes a product's rows r < n to the workspace view `to` at chunk t0:
@@ -88,33 +122,41 @@ __global__ void __launch_bounds__(256) chunk_wy_kernel(backward_args<Rule, T> ar
   }
   __syncthreads();
   chunk_betas<K>(args, s.cf, s.keys[0], S::ldk, b, t0, n, hv, beta);
-  chunk_scores_gram<P, K>(s.queries[0], S::ldk, s.keys[0], S::ldk, s.cf, s.p[0], s.cr, stage,
+  chunk_scores_gram<P, K>(s.queries[0], S::ldk, s.keys[0], S::ldk, s.cf, s.p[0], s.g[0], stage,
                           S::exact_rows ? args.scale : 1.0f);
-  chunk_solve(s.cf, s.cr);
+  chunk_solve_columns(s.cf, s.g[0], [&](int c, const float (&col)[C]) {
+#pragma unroll
+    for (int r = 0; r < C; ++r) s.m[r][c] = col[r];
+  });
   if (int(threadIdx.x) < n) args.betas(b, t0 + threadIdx.x, hv) = s.cf.beta[threadIdx.x];  // for pass 3
-  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.cr.m[0], S::ldc, stage, tile_epilogue(s.pt));  // P M
-  __syncthreads();
-  float* const t_gam = s.cr.g[0];  // T diag(Gam)   (G is done)
-  float* const e_m = s.cr.m[0];    // diag(e) M     (in place: P M is done)
-  for (int x = int(threadIdx.x); x < C * C; x += int(blockDim.x)) {
-    const int r = x / C, i = x % C;
-    t_gam[r * S::ldc + i] = s.cr.t[r][i] * s.cf.gam[i];
-    e_m[r * S::ldc + i] = s.cr.m[r][i] * s.cf.e[r];
+  // P M beside the factors of M, each thread a pair of columns of a row at a time
+  tile_product<P, row_major, row_major, C, C, C>(s.p[0], S::ldc, s.m[0], S::ldc, stage, operand_epilogue(s.pm));
+  auto& e_m = s.e_m();
+  for (int x = int(threadIdx.x); x < C * C / 2; x += int(blockDim.x)) {
+    const int r = x / (C / 2), c = 2 * (x % (C / 2));
+    const float m0 = s.m[r][c], m1 = s.m[r][c + 1];
+    const float x0 = m0 * s.cf.beta[c], x1 = m1 * s.cf.beta[c + 1];  // T = M diag(beta)
+    s.t.store(r, c, x0, x1);
+    s.t_gam.store(r, c, x0 * s.cf.gam[c], x1 * s.cf.gam[c + 1]);
+    e_m.store(r, c, m0 * s.cf.e[r], m1 * s.cf.e[r]);
   }
   __syncthreads();
   const auto rows_out = [&](const auto& to) { return wy_rows_out(s, to, b, t0, hv, n); };
   constexpr exact_operands rows = exact_operands::b;  // keys, values and dO as loaded (fp32 tiles)
-  tile_product<P, row_major, row_major, C, K, C, true, rows>(t_gam, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_fwd));
-  tile_product<P, row_major, row_major, C, V, C, true, rows>(s.cr.t[0], S::ldc, s.values[0], S::ldv, stage,
+  constexpr int ldf = S::factor_tile::ld;
+  tile_product<P, row_major, row_major, C, K, C, true, rows>(s.t_gam.operand(), ldf, s.keys[0], S::ldk, stage,
+                                                             rows_out(args.w_fwd));
+  tile_product<P, row_major, row_major, C, V, C, true, rows>(s.t.operand(), ldf, s.values[0], S::ldv, stage,
                                                              rows_out(args.u_rows));
-  tile_product<P, col_major, row_major, C, K, C, false, rows>(e_m, S::ldc, s.keys[0], S::ldk, stage, rows_out(args.w_bwd));
-  tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pt[0], S::ldc, s.dout[0], S::ldv, stage,
+  tile_product<P, col_major, row_major, C, K, C, false, rows>(e_m.operand(), ldf, s.keys[0], S::ldk, stage,
+                                                              rows_out(args.w_bwd));
+  tile_product<P, col_major, row_major, C, V, C, false, rows>(s.pm.operand(), ldf, s.dout[0], S::ldv, stage,
                                                               rows_out(args.dy_rows));
 }
 
 template <class Rule, class T, int K, int V>
 __global__ void __launch_bounds__(256) chunk_wy_per_key_kernel(backward_args<Rule, T> args) {
-  using S = chunk_wy_storage<T, K, V, true>;
+  using S = chunk_wy_per_key_storage<T, K, V>;
   using P = gradient_products<T>;
   constexpr int C = S::C;
   extern __shared__ __align__(128) unsigned char dynamic_smem[];
