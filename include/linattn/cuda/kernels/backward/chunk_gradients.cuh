@@ -100,7 +100,7 @@ struct hand_over_tiles<__nv_bfloat16, C, V, ldv_> {
 template <class T, int K, int V>
 struct chunk_gradients_storage {
   static constexpr state_staging staging = state_staging_for<T>;
-  // 16 warps: one block (218 KiB; bf16 197 KiB) per multiprocessor
+  // 16 warps: one block (213 KiB; bf16 194 KiB) per multiprocessor
   static constexpr int warps = 16, threads = 32 * warps;
   static constexpr int C = backward_chunk, pad = row_pad<gradient_products<T>>, ldk = K + pad, ldv = V + pad;
   static constexpr int ldc = chunk_corrections::ld;
@@ -111,10 +111,11 @@ struct chunk_gradients_storage {
   float dk[C][ldk];    // [C, K]  dK summed over the value heads
   state_phase_storage<staging, K, V> st;  // what the products with H0 and dH need (bf16: H0 resident)
   float p[C][ldc];     // [C, C]  P
-  float dp[C][ldc];    // [C, C]  dP ⊙ D
+  operand_tile<gradient_products<T>, C, C> dp;  // [C, C]  dP ⊙ D (the left operand of dP K and dP^T Q)
   float z[C][ldc];     // [C, C]  Z
   float da[C][ldc];    // [C, C]  dA, then dG
-  chunk_corrections cr;  // G, dG + dG^T (in m)
+  float g[C][ldc];     // [C, C]  G
+  operand_tile<gradient_products<T>, C, C> dgs;  // [C, C]  dG + dG^T (the left operand of (dG + dG^T) K)
   chunk_coefficients cf;
   float dgv[C], w[C], dbeta[C], red[warps];
   float beta_gam[C], key_w[C];  // beta Gam; K_r . W_r (delta family)
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     __syncthreads();
     if constexpr (delta) {
       chunk_betas<K>(args, s.cf, keys.p, keys.ld, b, t0, n, hv, beta);
-      chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.cr.g[0], stage, qscale);
+      chunk_scores_gram<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], s.g[0], stage, qscale);
     } else {
       chunk_scores<P, K>(queries.p, queries.ld, keys.p, keys.ld, cf, s.p[0], stage, qscale);
       __syncthreads();
@@ -254,12 +255,15 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
     // dP = dO U^T: Z = dP ⊙ P strictly below the diagonal, then dP ⊙ D, causal (additive: and
     // dU += P^T dO)
     const auto dp_epilogue = [&]<int W>(int r, int j, const float (&x)[W]) {
+      float d[W];
 #pragma unroll
       for (int e = 0; e < W; ++e) {
         const int i = j + e;
         s.z[r][i] = i < r ? x[e] * s.p[r][i] : 0.0f;
-        s.dp[r][i] = i < r ? x[e] * decay_between(cf, r, i) : i == r ? x[e] : 0.0f;
+        d[e] = i < r ? x[e] * decay_between(cf, r, i) : i == r ? x[e] : 0.0f;
       }
+#pragma unroll
+      for (int e = 0; e < W; e += 2) s.dp.store(r, j + e, d[e], d[e + 1]);
     };
     const auto da_epilogue = tile_epilogue<tile_update::negated_strictly_lower>(s.da);  // dA = -stril(dY U^T)
     if constexpr (is_mma_16bit<P>) {
@@ -301,7 +305,7 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
           acc += y * s.x[r][i];
           s.du[r][i] = br * y;
         }
-        const float a = s.da[r][lane], g = s.cr.g[r][lane];
+        const float a = s.da[r][lane], g = s.g[r][lane];
         acc += a * g;
         if constexpr (gated) s.z[r][lane] += br * a * g;
         s.da[r][lane] = br * a * (gated && lane < r ? decay_between(cf, r, lane) : 1.0f);
@@ -309,17 +313,17 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
         if (lane == 0) s.dbeta[r] = acc, s.beta_gam[r] = br * cf.gam[r];
       }
       __syncthreads();
-      for (int e = tid; e < C * C; e += int(blockDim.x)) {
-        const int r = e / C, i = e % C;
-        s.cr.m[r][i] = s.da[r][i] + s.da[i][r];  // dG + dG^T
+      for (int e = tid; e < C * C / 2; e += int(blockDim.x)) {
+        const int r = e / (C / 2), i = 2 * (e % (C / 2));
+        s.dgs.store(r, i, s.da[r][i] + s.da[i][r], s.da[r][i + 1] + s.da[i + 1][r]);  // dG + dG^T
       }
     }
     store_tile<V>(args.grads.dv, s.du[0], ldv, b, t0, n, hv);
     if (hv + 1 < (h + 1) * args.group) vr.issue(args.in.v, b, t0, n, hv + 1), dr.issue(args.dout, b, t0, n, hv + 1);
     // dQ += dP K, dK += dP^T Q
-    tile_product<P, row_major, row_major, C, K, C, true, exact_operands::b>(s.dp[0], ldc, keys.p, keys.ld, stage,
-        tile_epilogue<tile_update::add>(s.dq));
-    tile_product<P, col_major, row_major, C, K, C>(s.dp[0], ldc, queries.p, queries.ld, stage,
+    tile_product<P, row_major, row_major, C, K, C, true, exact_operands::b>(s.dp.operand(), s.dp.ld, keys.p, keys.ld,
+        stage, tile_epilogue<tile_update::add>(s.dq));
+    tile_product<P, col_major, row_major, C, K, C>(s.dp.operand(), s.dp.ld, queries.p, queries.ld, stage,
         tile_epilogue<tile_update::add>(s.dk, qscale));
     __syncthreads();
     if constexpr (delta) {
@@ -330,8 +334,8 @@ __global__ void __launch_bounds__(chunk_gradients_storage<T, K, V>::threads) chu
           {hand_dy.fp32_rows(), hand_dy.ld, s.dk[0], keys.fp32_rows(), ldk, s.beta_gam, -1.0f, s.dgv, true,
            hand_dy.bf16_rows(), hand_dy.ld, keys.bf16_rows(), keys.ld, 1.0f, s.key_w},
           stage);
-      tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.cr.m[0], ldc, keys.p, keys.ld, stage,
-          tile_epilogue<tile_update::add>(s.dk));
+      tile_product<P, row_major, row_major, C, K, C, false, exact_operands::b>(s.dgs.operand(), s.dgs.ld, keys.p,
+          keys.ld, stage, tile_epilogue<tile_update::add>(s.dk));
       __syncthreads();
       const auto& dbeta_out = args.dbeta;
       for (int r = warp; r < n; r += int(blockDim.x) / 32) {
